@@ -1,0 +1,269 @@
+// Package aci is the Agent-Computer Interface: the typed vocabulary of actions,
+// observations and error codes that the guest, the env server, trajectories and
+// rollouts all speak. It is a leaf: it imports nothing heavier than the standard
+// library, so every other package can depend on it.
+package aci
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Verb names one agent (or desktop) action.
+type Verb string
+
+// Agent verbs (DESIGN.md, "Trainer-facing API").
+const (
+	Click          Verb = "click"
+	DoubleClick    Verb = "double_click"
+	RightClick     Verb = "right_click"
+	Move           Verb = "move"
+	Scroll         Verb = "scroll"
+	Drag           Verb = "drag"
+	MouseDown      Verb = "mouse_down"
+	MouseUp        Verb = "mouse_up"
+	TypeText       Verb = "type_text"
+	Key            Verb = "key"
+	Wait           Verb = "wait"
+	Screenshot     Verb = "screenshot"
+	LaunchApp      Verb = "launch_app"
+	ActivateWindow Verb = "activate_window"
+	ClipboardGet   Verb = "clipboard_get"
+	ClipboardSet   Verb = "clipboard_set"
+	Done           Verb = "done"
+	Fail           Verb = "fail"
+)
+
+// AgentVerbs lists, in a stable order, every verb an agent may send.
+var AgentVerbs = []Verb{
+	Click, DoubleClick, RightClick, Move, Scroll, Drag, MouseDown, MouseUp,
+	TypeText, Key, Wait, Screenshot, LaunchApp, ActivateWindow,
+	ClipboardGet, ClipboardSet, Done, Fail,
+}
+
+// Known reports whether v is an agent verb.
+func (v Verb) Known() bool {
+	for _, k := range AgentVerbs {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Target kinds.
+const (
+	PointPx   = "point_px"   // x, y in screen pixels
+	PointNorm = "point_norm" // x, y in 0..1; 1.0 is the last pixel
+)
+
+// Target is a point on the screen.
+type Target struct {
+	Kind string  `msgpack:"kind" json:"kind"`
+	X    float64 `msgpack:"x" json:"x"`
+	Y    float64 `msgpack:"y" json:"y"`
+}
+
+// Action is one typed action. Which fields matter depends on Verb; the rest
+// stay zero. X and Y are shorthand for a point_px Target.
+type Action struct {
+	Verb       Verb     `msgpack:"verb" json:"verb"`
+	X          *float64 `msgpack:"x,omitempty" json:"x,omitempty"`
+	Y          *float64 `msgpack:"y,omitempty" json:"y,omitempty"`
+	Target     *Target  `msgpack:"target,omitempty" json:"target,omitempty"`
+	Button     string   `msgpack:"button,omitempty" json:"button,omitempty"` // left|middle|right
+	Text       string   `msgpack:"text,omitempty" json:"text,omitempty"`
+	Keys       string   `msgpack:"keys,omitempty" json:"keys,omitempty"` // xdotool-style chord: "ctrl+shift+t"
+	DX         int      `msgpack:"dx,omitempty" json:"dx,omitempty"`     // wheel steps, + right
+	DY         int      `msgpack:"dy,omitempty" json:"dy,omitempty"`     // wheel steps, + down
+	To         *Target  `msgpack:"to,omitempty" json:"to,omitempty"`
+	DurationMS int      `msgpack:"duration_ms,omitempty" json:"duration_ms,omitempty"`
+	MS         int      `msgpack:"ms,omitempty" json:"ms,omitempty"`
+	App        string   `msgpack:"app,omitempty" json:"app,omitempty"`
+	Args       []string `msgpack:"args,omitempty" json:"args,omitempty"`
+	WindowID   uint32   `msgpack:"window_id,omitempty" json:"window_id,omitempty"`
+	Modifiers  []string `msgpack:"modifiers,omitempty" json:"modifiers,omitempty"` // held during a click
+}
+
+// Point returns the action's primary target: Target if set, else X/Y as pixels.
+// ok is false when the action names no point.
+func (a *Action) Point() (t Target, ok bool) {
+	if a.Target != nil {
+		return *a.Target, true
+	}
+	if a.X != nil && a.Y != nil {
+		return Target{Kind: PointPx, X: *a.X, Y: *a.Y}, true
+	}
+	if a.X != nil || a.Y != nil {
+		return Target{}, false
+	}
+	return Target{}, false
+}
+
+// Px is a convenience for building pixel-targeted actions.
+func Px(x, y float64) *Target { return &Target{Kind: PointPx, X: x, Y: y} }
+
+// Norm is a convenience for building normalized-targeted actions.
+func Norm(x, y float64) *Target { return &Target{Kind: PointNorm, X: x, Y: y} }
+
+// Observation formats.
+const (
+	FormatPNG  = "png"
+	FormatJPEG = "jpeg"
+	FormatRaw  = "raw" // RGB24, row-major, no padding
+)
+
+// Observation scopes.
+const (
+	ScopeScreen       = "screen"
+	ScopeActiveWindow = "active_window"
+	// "window:<id>" selects one window by id.
+)
+
+// Observe says how the caller wants the screen observed.
+type Observe struct {
+	Format      string `msgpack:"format,omitempty" json:"format,omitempty"`
+	MaxLongEdge int    `msgpack:"max_long_edge,omitempty" json:"max_long_edge,omitempty"`
+	Quality     int    `msgpack:"quality,omitempty" json:"quality,omitempty"`
+	Scope       string `msgpack:"scope,omitempty" json:"scope,omitempty"`
+	SettleMS    int    `msgpack:"settle_ms,omitempty" json:"settle_ms,omitempty"`
+}
+
+// Rect is a rectangle in screen pixels.
+type Rect struct {
+	X int `msgpack:"x" json:"x"`
+	Y int `msgpack:"y" json:"y"`
+	W int `msgpack:"w" json:"w"`
+	H int `msgpack:"h" json:"h"`
+}
+
+// Display describes how a delivered frame maps onto the screen: the screen is
+// W x H, the frame shows SourceRect of it, scaled to Delivered.
+type Display struct {
+	W          int  `msgpack:"w" json:"w"`
+	H          int  `msgpack:"h" json:"h"`
+	SourceRect Rect `msgpack:"source_rect" json:"source_rect"`
+	Delivered  Rect `msgpack:"delivered" json:"delivered"` // X=Y=0; W,H the frame's size
+}
+
+// ToScreen maps a point on the delivered frame back to screen pixels.
+func (d Display) ToScreen(fx, fy float64) (x, y float64) {
+	if d.Delivered.W == 0 || d.Delivered.H == 0 {
+		return fx, fy
+	}
+	sx := float64(d.SourceRect.W) / float64(d.Delivered.W)
+	sy := float64(d.SourceRect.H) / float64(d.Delivered.H)
+	return float64(d.SourceRect.X) + fx*sx, float64(d.SourceRect.Y) + fy*sy
+}
+
+// Observation is what the trainer sees of a screen. The encoded image travels
+// separately, keyed by Frame (an opaque 32-hex-char XXH3-128 hash).
+type Observation struct {
+	Frame   string  `msgpack:"frame" json:"frame"`
+	W       int     `msgpack:"w" json:"w"`
+	H       int     `msgpack:"h" json:"h"`
+	Format  string  `msgpack:"format" json:"format"`
+	Pointer [2]int  `msgpack:"pointer" json:"pointer"`
+	Display Display `msgpack:"display" json:"display"`
+}
+
+// Code is a wire error code. The set is closed: see Codes.
+type Code string
+
+// Error codes (DESIGN.md).
+const (
+	CodeBadRequest      Code = "bad_request"
+	CodePayloadTooLarge Code = "payload_too_large"
+	CodeBatchTooLarge   Code = "batch_too_large"
+	CodeUnauthorized    Code = "unauthorized"
+	CodeNotFound        Code = "not_found"
+	CodeInvalidAction   Code = "invalid_action"
+	CodeUnknownVerb     Code = "unknown_verb"
+	CodeDialectError    Code = "dialect_error"
+	CodeUnsupported     Code = "unsupported"
+	CodePoolExhausted   Code = "pool_exhausted"
+	CodeSandboxDied     Code = "sandbox_died"
+	CodeTimeout         Code = "timeout"
+	CodeEpisodeOver     Code = "episode_over"
+	CodeInternal        Code = "internal"
+	// Guest-side codes that stay inside the host⇄guest protocol or surface
+	// through info.error.
+	CodeBusy         Code = "busy"          // guest concurrency limit reached
+	CodeDisplayError Code = "display_error" // X server wedged or gone
+	CodeTooLarge     Code = "too_large"     // a value over its cap (clipboard, file)
+)
+
+// Codes lists every trainer-facing code, with the HTTP status it maps to when
+// it fails a whole request.
+var Codes = map[Code]int{
+	CodeBadRequest:      400,
+	CodePayloadTooLarge: 413,
+	CodeBatchTooLarge:   413,
+	CodeUnauthorized:    401,
+	CodeNotFound:        404,
+	CodeInvalidAction:   422,
+	CodeUnknownVerb:     422,
+	CodeDialectError:    422,
+	CodeUnsupported:     501,
+	CodePoolExhausted:   503,
+	CodeSandboxDied:     502,
+	CodeTimeout:         504,
+	CodeEpisodeOver:     409,
+	CodeInternal:        500,
+	CodeBusy:            503,
+	CodeDisplayError:    502,
+	CodeTooLarge:        413,
+}
+
+// HTTPStatus is the status for a whole-request failure with this code.
+func (c Code) HTTPStatus() int {
+	if s, ok := Codes[c]; ok {
+		return s
+	}
+	return 500
+}
+
+// Error is a typed error that crosses the wire as {code, message, detail?}.
+type Error struct {
+	Code    Code   `msgpack:"code" json:"code"`
+	Message string `msgpack:"message" json:"message"`
+	Detail  any    `msgpack:"detail,omitempty" json:"detail,omitempty"`
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is makes errors.Is(err, &Error{Code: c}) match on the code alone.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+}
+
+// Errorf builds a typed error.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns err's code: the code of the first *Error in its chain, or
+// CodeInternal for an untyped error, or "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// AsError converts any error into a wire *Error (untyped errors become internal).
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}

@@ -1,0 +1,155 @@
+// Package api holds every type of the trainer⇄server protocol (DESIGN.md,
+// "Trainer-facing API"). Bodies are msgpack or JSON; binary fields are raw
+// bytes in msgpack and base64 in JSON. It is a leaf: aci and the standard
+// library only, so the server, the rollout runner and golden-file tests share
+// it without pulling in HTTP or X11 code.
+//
+// Protocol history:
+//
+//	1 (2026-12): healthz, metrics, spec, reset, step, fork, close, episodes.
+package api
+
+import (
+	"github.com/shinken-rl/shinken/aci"
+)
+
+// Protocol is the version this package speaks.
+const Protocol = 1
+
+// Observe is the trainer's observation request (aci.Observe on the wire).
+type Observe = aci.Observe
+
+// ResetEnv asks for one env: a new lease (EnvID empty) or a restart of EnvID.
+type ResetEnv struct {
+	EnvID string `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
+	Task  string `msgpack:"task" json:"task"`
+	Seed  *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+}
+
+// ResetRequest is POST /v1/reset.
+type ResetRequest struct {
+	Envs    []ResetEnv `msgpack:"envs" json:"envs"`
+	Observe *Observe   `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have    []string   `msgpack:"have,omitempty" json:"have,omitempty"`
+}
+
+// Tokens is what the trainer's model saw and produced on one turn, recorded
+// into the trajectory as sent.
+type Tokens struct {
+	PromptIDs        []int     `msgpack:"prompt_ids" json:"prompt_ids"`
+	ResponseIDs      []int     `msgpack:"response_ids" json:"response_ids"`
+	ResponseLogprobs []float64 `msgpack:"response_logprobs,omitempty" json:"response_logprobs,omitempty"`
+	FinishReason     string    `msgpack:"finish_reason,omitempty" json:"finish_reason,omitempty"`
+}
+
+// StepEnv is one env's step: exactly one of Action, Actions or Text.
+type StepEnv struct {
+	EnvID   string       `msgpack:"env_id" json:"env_id"`
+	Action  *aci.Action  `msgpack:"action,omitempty" json:"action,omitempty"`
+	Actions []aci.Action `msgpack:"actions,omitempty" json:"actions,omitempty"`
+	Text    *string      `msgpack:"text,omitempty" json:"text,omitempty"`
+	Dialect string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
+	Tokens  *Tokens      `msgpack:"tokens,omitempty" json:"tokens,omitempty"`
+}
+
+// StepRequest is POST /v1/step.
+type StepRequest struct {
+	Steps   []StepEnv `msgpack:"steps" json:"steps"`
+	Observe *Observe  `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have    []string  `msgpack:"have,omitempty" json:"have,omitempty"`
+}
+
+// ForkRequest is POST /v1/fork: n new envs carrying EnvID's state.
+type ForkRequest struct {
+	EnvID   string   `msgpack:"env_id" json:"env_id"`
+	N       int      `msgpack:"n" json:"n"`
+	Observe *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have    []string `msgpack:"have,omitempty" json:"have,omitempty"`
+}
+
+// CloseRequest is POST /v1/close.
+type CloseRequest struct {
+	EnvIDs []string `msgpack:"env_ids" json:"env_ids"`
+}
+
+// CloseReply answers close with the ids actually closed.
+type CloseReply struct {
+	Closed []string `msgpack:"closed" json:"closed"`
+}
+
+// Info is per-env metadata on reset/step/fork results.
+type Info struct {
+	Step       int              `msgpack:"step" json:"step"`
+	ExitReason string           `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
+	Error      *aci.Error       `msgpack:"error,omitempty" json:"error,omitempty"`
+	Task       string           `msgpack:"task,omitempty" json:"task,omitempty"`
+	ForkOf     string           `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	Timings    map[string]int64 `msgpack:"timings,omitempty" json:"timings,omitempty"` // microseconds
+	Extra      map[string]any   `msgpack:"extra,omitempty" json:"extra,omitempty"`
+}
+
+// Result is one env's slot in a reset/step/fork reply. When Error is set the
+// env failed this call and the other fields may be empty.
+type Result struct {
+	EnvID      string           `msgpack:"env_id" json:"env_id"`
+	EpisodeID  string           `msgpack:"episode_id,omitempty" json:"episode_id,omitempty"`
+	Obs        *aci.Observation `msgpack:"obs,omitempty" json:"obs,omitempty"`
+	Reward     float64          `msgpack:"reward" json:"reward"`
+	Terminated bool             `msgpack:"terminated" json:"terminated"`
+	Truncated  bool             `msgpack:"truncated" json:"truncated"`
+	Info       *Info            `msgpack:"info,omitempty" json:"info,omitempty"`
+	Error      *aci.Error       `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// BatchReply answers reset, step and fork. Frames holds each encoded image
+// once, keyed by hash, minus those the request listed in Have.
+type BatchReply struct {
+	Results []Result          `msgpack:"results" json:"results"`
+	Frames  map[string][]byte `msgpack:"frames" json:"frames"`
+}
+
+// ErrorReply is the body of a whole-request failure.
+type ErrorReply struct {
+	Error *aci.Error `msgpack:"error" json:"error"`
+}
+
+// TaskInfo is one task as /v1/spec lists it.
+type TaskInfo struct {
+	ID          string `msgpack:"id" json:"id"`
+	Instruction string `msgpack:"instruction" json:"instruction"`
+	MaxSteps    int    `msgpack:"max_steps" json:"max_steps"`
+}
+
+// ObservationSpec lists the formats the server produces.
+type ObservationSpec struct {
+	Formats []string `msgpack:"formats" json:"formats"`
+	Default Observe  `msgpack:"default" json:"default"`
+}
+
+// PoolSpec describes the sandbox pool honestly.
+type PoolSpec struct {
+	Provider     string `msgpack:"provider" json:"provider"`
+	Size         int    `msgpack:"size" json:"size"`
+	Warm         int    `msgpack:"warm" json:"warm"`
+	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
+	Fork         bool   `msgpack:"fork" json:"fork"`
+	Confined     bool   `msgpack:"confined" json:"confined"`
+	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+}
+
+// Limits are the request caps.
+type Limits struct {
+	MaxBatch     int `msgpack:"max_batch" json:"max_batch"`
+	MaxBodyBytes int `msgpack:"max_body_bytes" json:"max_body_bytes"`
+}
+
+// Spec is GET /v1/spec.
+type Spec struct {
+	Protocol    int             `msgpack:"protocol" json:"protocol"`
+	Verbs       []string        `msgpack:"verbs" json:"verbs"`
+	Dialects    []string        `msgpack:"dialects" json:"dialects"`
+	Observation ObservationSpec `msgpack:"observation" json:"observation"`
+	Tasks       []TaskInfo      `msgpack:"tasks" json:"tasks"`
+	Pool        PoolSpec        `msgpack:"pool" json:"pool"`
+	Limits      Limits          `msgpack:"limits" json:"limits"`
+}

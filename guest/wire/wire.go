@@ -1,0 +1,239 @@
+// Package wire holds every type of the host⇄guest protocol, spoken between the
+// env server (or any host tool) and guestd inside a sandbox.
+//
+// Transport: a stream (unix socket by default, TCP as an option) carrying
+// frames. A frame is a 4-byte big-endian length followed by that many bytes of
+// one msgpack-encoded Message. Calls carry an id; several may be in flight and
+// replies come back in any order. A streamed call (exec with Stream) answers
+// with zero or more "chunk" messages and then exactly one "reply".
+//
+// This package is a leaf: it imports aci and msgpack only, never X11, HTTP or
+// Docker code.
+//
+// Protocol history:
+//
+//	1 (2026-12): hello/welcome, act, screenshot, list_windows, exec (+stream),
+//	             put_file, health.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Protocol is the version this package speaks.
+const Protocol = 1
+
+// MaxFrame bounds one frame's body. A declared length above it is rejected
+// before any allocation.
+const MaxFrame = 64 << 20
+
+// Message types.
+const (
+	TypeCall  = "call"
+	TypeReply = "reply"
+	TypeChunk = "chunk"
+)
+
+// Methods.
+const (
+	MethodHello       = "hello"
+	MethodAct         = "act"
+	MethodScreenshot  = "screenshot"
+	MethodListWindows = "list_windows"
+	MethodExec        = "exec"
+	MethodPutFile     = "put_file"
+	MethodHealth      = "health"
+)
+
+// Message is one frame's content.
+type Message struct {
+	ID        uint64             `msgpack:"id"`
+	Type      string             `msgpack:"t"`
+	Method    string             `msgpack:"m,omitempty"`
+	TimeoutMS int64              `msgpack:"timeout_ms,omitempty"` // call: the caller's remaining deadline
+	Body      msgpack.RawMessage `msgpack:"body,omitempty"`
+	Error     *aci.Error         `msgpack:"error,omitempty"`
+}
+
+// ErrFrameTooLarge is returned for a frame whose declared length exceeds MaxFrame.
+var ErrFrameTooLarge = errors.New("wire: frame too large")
+
+// WriteFrame writes one length-prefixed frame holding body.
+func WriteFrame(w io.Writer, body []byte) error {
+	if len(body) > MaxFrame {
+		return ErrFrameTooLarge
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
+// ReadFrame reads one frame body into buf (grown as needed) and returns it.
+func ReadFrame(r io.Reader, buf []byte) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return nil, ErrFrameTooLarge
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Encode marshals a message.
+func Encode(m *Message) ([]byte, error) { return msgpack.Marshal(m) }
+
+// Decode unmarshals a message body, rejecting anything that is not a
+// well-formed Message.
+func Decode(b []byte) (*Message, error) {
+	var m Message
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("wire: decode: %w", err)
+	}
+	switch m.Type {
+	case TypeCall, TypeReply, TypeChunk:
+	default:
+		return nil, fmt.Errorf("wire: unknown message type %q", m.Type)
+	}
+	return &m, nil
+}
+
+// HelloArgs opens a session.
+type HelloArgs struct {
+	Protocol int    `msgpack:"protocol"`
+	Client   string `msgpack:"client,omitempty"`
+}
+
+// Size is a screen size in pixels.
+type Size struct {
+	W int `msgpack:"w"`
+	H int `msgpack:"h"`
+}
+
+// Welcome answers hello with the guest's capabilities.
+type Welcome struct {
+	Protocol        int      `msgpack:"protocol"`
+	Version         string   `msgpack:"version"`
+	Verbs           []string `msgpack:"verbs"`   // act verbs the guest executes
+	Methods         []string `msgpack:"methods"` // protocol methods it serves
+	Formats         []string `msgpack:"formats"`
+	FrameDedup      bool     `msgpack:"frame_dedup"`
+	ObserveAfterAct bool     `msgpack:"observe_after_act"`
+	Screen          Size     `msgpack:"screen"`
+	SHM             bool     `msgpack:"shm"` // MIT-SHM capture in use (else GetImage)
+}
+
+// ObserveArgs asks for a capture. IfNoneMatch lists frame hashes the caller
+// already holds: a match answers NotModified with no encode.
+type ObserveArgs struct {
+	aci.Observe `msgpack:",inline"`
+	IfNoneMatch []string `msgpack:"if_none_match,omitempty"`
+}
+
+// Shot is one capture.
+type Shot struct {
+	Hash        string      `msgpack:"hash"`
+	W           int         `msgpack:"w"`
+	H           int         `msgpack:"h"`
+	Format      string      `msgpack:"format"`
+	Pointer     [2]int      `msgpack:"pointer"`
+	Display     aci.Display `msgpack:"display"`
+	NotModified bool        `msgpack:"not_modified,omitempty"`
+	Data        []byte      `msgpack:"data,omitempty"` // encoded image; nil when NotModified
+}
+
+// ActArgs runs one action and, when Observe is set, captures afterwards in the
+// same round trip.
+type ActArgs struct {
+	Action  aci.Action   `msgpack:"action"`
+	Observe *ObserveArgs `msgpack:"observe,omitempty"`
+}
+
+// ActResult acknowledges an action.
+type ActResult struct {
+	Pointer   [2]int `msgpack:"pointer"`
+	Clipboard string `msgpack:"clipboard,omitempty"` // clipboard_get
+	WindowID  uint32 `msgpack:"window_id,omitempty"` // launch_app (when its window appeared) / activate_window
+	PID       int    `msgpack:"pid,omitempty"`       // launch_app
+	Obs       *Shot  `msgpack:"obs,omitempty"`
+}
+
+// Window is one top-level window.
+type Window struct {
+	ID     uint32   `msgpack:"id"`
+	Name   string   `msgpack:"name"`
+	Class  string   `msgpack:"class,omitempty"`
+	PID    int      `msgpack:"pid,omitempty"`
+	Active bool     `msgpack:"active,omitempty"`
+	Rect   aci.Rect `msgpack:"rect"`
+}
+
+// Windows answers list_windows.
+type Windows struct {
+	Windows []Window `msgpack:"windows"`
+	EWMH    bool     `msgpack:"ewmh"` // false: fell back to mapped root children
+}
+
+// ExecArgs runs a command inside the sandbox. Argv runs directly; Shell (a
+// script for /bin/sh -c) is an explicit opt-in and excludes Argv.
+type ExecArgs struct {
+	Argv      []string `msgpack:"argv,omitempty"`
+	Shell     string   `msgpack:"shell,omitempty"`
+	Cwd       string   `msgpack:"cwd,omitempty"`
+	Env       []string `msgpack:"env,omitempty"` // KEY=VALUE, added to the session env
+	Stdin     []byte   `msgpack:"stdin,omitempty"`
+	TimeoutMS int      `msgpack:"timeout_ms,omitempty"` // default 60 s, capped
+	Stream    bool     `msgpack:"stream,omitempty"`
+}
+
+// ExecResult is a finished command. ExitCode is nil when the command was
+// killed (timeout) or died by a signal.
+type ExecResult struct {
+	ExitCode        *int   `msgpack:"exit_code"`
+	Signal          string `msgpack:"signal,omitempty"`
+	TimedOut        bool   `msgpack:"timed_out,omitempty"`
+	Stdout          []byte `msgpack:"stdout,omitempty"`
+	Stderr          []byte `msgpack:"stderr,omitempty"`
+	StdoutTruncated bool   `msgpack:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `msgpack:"stderr_truncated,omitempty"`
+	DurationMS      int64  `msgpack:"duration_ms"`
+}
+
+// ExecChunk is one piece of streamed output, in order (Seq counts from 0).
+type ExecChunk struct {
+	Seq    int    `msgpack:"seq"`
+	Stream string `msgpack:"stream"` // stdout|stderr
+	Data   []byte `msgpack:"data"`
+}
+
+// PutFileArgs writes a file inside the sandbox (parents created).
+type PutFileArgs struct {
+	Path string `msgpack:"path"`
+	Data []byte `msgpack:"data"`
+	Mode uint32 `msgpack:"mode,omitempty"` // default 0644
+}
+
+// Health reports liveness of the desktop's parts.
+type Health struct {
+	X     bool   `msgpack:"x"`     // X server answers
+	WM    bool   `msgpack:"wm"`    // a window manager holds the root (EWMH check window)
+	Error string `msgpack:"error,omitempty"`
+}

@@ -1,0 +1,94 @@
+package pool
+
+import (
+	"context"
+	"errors"
+)
+
+// Snapshot kinds a provider may advertise (DESIGN.md, "Sandboxes, snapshots, forks").
+const (
+	SnapshotNone            = "none"
+	SnapshotDisk            = "disk"             // writable filesystem state only
+	SnapshotMemory          = "memory"           // + process memory (VM snapshot)
+	SnapshotProcess         = "process"          // + process trees (CRIU)
+	SnapshotProviderManaged = "provider_managed" // opaque, the provider's own
+)
+
+// Capabilities is a provider's honest descriptor, advertised in /v1/spec. A
+// provider claims only what its code and its conformance run prove.
+type Capabilities struct {
+	Provider     string `msgpack:"provider" json:"provider"`
+	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
+	Snapshot     bool   `msgpack:"snapshot" json:"snapshot"`
+	Restore      bool   `msgpack:"restore" json:"restore"`
+	Fork         bool   `msgpack:"fork" json:"fork"`
+	Resume       bool   `msgpack:"resume" json:"resume"`
+	// Confined says whether sandboxes are isolated as DESIGN.md requires; a
+	// provider that runs unconfined (operator's explicit choice) says false.
+	Confined bool   `msgpack:"confined" json:"confined"`
+	Notes    string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+}
+
+// Spec describes the sandbox to create.
+type Spec struct {
+	Width, Height int    // screen size; 0 means 1280x800
+	Depth         int    // 0 means 24
+	WM            string // window manager binary; "" means openbox, "none" for none
+	MemoryBytes   int64  // 0: provider default
+	Pids          int    // 0: provider default
+}
+
+// Sandbox is one live desktop. Its guest answers on GuestNetwork/GuestAddr.
+type Sandbox struct {
+	ID           string
+	GuestNetwork string // "unix" or "tcp"
+	GuestAddr    string
+	Display      int // X display number, where meaningful
+	// Dead is closed when the provider observes the sandbox end (its init
+	// exited, its container stopped). Never nil for a created sandbox.
+	Dead <-chan struct{}
+}
+
+// Provider owns sandbox lifecycles. Implementations are safe for concurrent use.
+//
+// Lifecycle: Create returns a sandbox whose guest has answered hello (readiness
+// is probed, never slept on). Destroy ends every process of the sandbox and
+// removes its state; it is idempotent. Close destroys every sandbox the
+// provider created and releases its resources.
+type Provider interface {
+	Capabilities() Capabilities
+	Create(ctx context.Context, spec Spec) (*Sandbox, error)
+	Destroy(ctx context.Context, id string) error
+	// Alive returns nil while the sandbox runs, an error wrapping
+	// ErrSandboxDied once it has died, and ErrNotFound for an unknown id.
+	Alive(ctx context.Context, id string) error
+	Close(ctx context.Context) error
+}
+
+// Snapshotter is implemented by providers that can freeze a sandbox's state
+// and start new sandboxes from it.
+type Snapshotter interface {
+	// Snapshot freezes the sandbox's state (of Capabilities().SnapshotKind)
+	// and returns a snapshot id. The sandbox keeps running.
+	Snapshot(ctx context.Context, id string) (snap string, err error)
+	// Restore starts one new sandbox from a snapshot.
+	Restore(ctx context.Context, snap string, spec Spec) (*Sandbox, error)
+	// DeleteSnapshot removes a snapshot; idempotent.
+	DeleteSnapshot(ctx context.Context, snap string) error
+}
+
+// Forker is implemented by providers that start n sandboxes from one
+// snapshot more cheaply than n Restores.
+type Forker interface {
+	Fork(ctx context.Context, snap string, n int, spec Spec) ([]*Sandbox, error)
+}
+
+// Errors, wrapped with %w by providers and the pool; envserver maps them to
+// wire codes in one table.
+var (
+	ErrExhausted   = errors.New("pool exhausted")
+	ErrSandboxDied = errors.New("sandbox died")
+	ErrUnsupported = errors.New("unsupported by provider")
+	ErrNotFound    = errors.New("sandbox not found")
+	ErrClosed      = errors.New("pool closed")
+)

@@ -1,0 +1,82 @@
+// Package trajectory holds the typed records of episodes: every step's
+// actions, raw model text, token ids and logprobs exactly as the trainer sent
+// them, the observation's frame hash, reward, error and timing, and the
+// episode's typed exit reason.
+package trajectory
+
+import (
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+// ExitReason says why an episode ended.
+type ExitReason string
+
+// Exit reasons, from highest precedence to lowest (DESIGN.md, "Trajectories").
+const (
+	SandboxDied  ExitReason = "sandbox_died"
+	SetupError   ExitReason = "setup_error"
+	AgentError   ExitReason = "agent_error"
+	ScorerError  ExitReason = "scorer_error"
+	MaxSteps     ExitReason = "max_steps"
+	TaskComplete ExitReason = "task_complete"
+)
+
+// precedence lists exit reasons from highest to lowest.
+var precedence = []ExitReason{SandboxDied, SetupError, AgentError, ScorerError, MaxSteps, TaskComplete}
+
+// Resolve returns the exit reason that wins among coinciding causes; "" when
+// none is given. Unknown reasons rank below every known one.
+func Resolve(causes ...ExitReason) ExitReason {
+	best, bestRank := ExitReason(""), len(precedence)+1
+	for _, c := range causes {
+		if c == "" {
+			continue
+		}
+		r := len(precedence)
+		for i, p := range precedence {
+			if p == c {
+				r = i
+				break
+			}
+		}
+		if r < bestRank {
+			best, bestRank = c, r
+		}
+	}
+	return best
+}
+
+// Step is one turn of an episode.
+type Step struct {
+	Index            int          `msgpack:"index" json:"index"`
+	Actions          []aci.Action `msgpack:"actions" json:"actions"`
+	Text             string       `msgpack:"text,omitempty" json:"text,omitempty"`
+	Dialect          string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
+	PromptIDs        []int        `msgpack:"prompt_ids" json:"prompt_ids"`
+	ResponseIDs      []int        `msgpack:"response_ids" json:"response_ids"`
+	ResponseMask     []int        `msgpack:"response_mask" json:"response_mask"` // 1 per response id: model tokens
+	ResponseLogprobs []float64    `msgpack:"response_logprobs,omitempty" json:"response_logprobs,omitempty"`
+	FinishReason     string       `msgpack:"finish_reason,omitempty" json:"finish_reason,omitempty"`
+	ObsFrame         string       `msgpack:"obs_frame" json:"obs_frame"`
+	Reward           float64      `msgpack:"reward" json:"reward"`
+	Error            *aci.Error   `msgpack:"error,omitempty" json:"error,omitempty"`
+	TMS              int64        `msgpack:"t_ms" json:"t_ms"` // milliseconds since the episode started
+}
+
+// Trajectory is one whole episode.
+type Trajectory struct {
+	EpisodeID  string     `msgpack:"episode_id" json:"episode_id"`
+	EnvID      string     `msgpack:"env_id" json:"env_id"`
+	Task       string     `msgpack:"task" json:"task"`
+	Seed       *int64     `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	ForkOf     string     `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	Steps      []Step     `msgpack:"steps" json:"steps"`
+	Reward     float64    `msgpack:"reward" json:"reward"`
+	ExitReason ExitReason `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
+	NumTurns   int        `msgpack:"num_turns" json:"num_turns"`
+	StartedAt  time.Time  `msgpack:"started_at" json:"started_at"`
+	EndedAt    *time.Time `msgpack:"ended_at,omitempty" json:"ended_at,omitempty"`
+	InitFrame  string     `msgpack:"init_frame,omitempty" json:"init_frame,omitempty"` // the reset observation
+}
