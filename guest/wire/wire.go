@@ -233,7 +233,7 @@ type PutFileArgs struct {
 
 // Health reports liveness of the desktop's parts.
 type Health struct {
-	X     bool   `msgpack:"x"`     // X server answers
-	WM    bool   `msgpack:"wm"`    // a window manager holds the root (EWMH check window)
+	X     bool   `msgpack:"x"`  // X server answers
+	WM    bool   `msgpack:"wm"` // a window manager holds the root (EWMH check window)
 	Error string `msgpack:"error,omitempty"`
 }
