@@ -1,0 +1,175 @@
+// Package configs holds Shinken's shipped configuration: the default server
+// config and the task suite under tasks/, embedded so every binary carries
+// them, and the loaders that read them (or an operator's own files).
+package configs
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+//go:embed tasks/*.json
+var embedded embed.FS
+
+// Task is one task (DESIGN.md, "Tasks and rewards").
+type Task struct {
+	ID          string      `json:"id"`
+	Instruction string      `json:"instruction"`
+	Apps        []string    `json:"apps,omitempty"`
+	Setup       []SetupStep `json:"setup,omitempty"`
+	Verifier    Verifier    `json:"verifier"`
+	MaxSteps    int         `json:"max_steps"`
+	// Solution is the scripted reference solution: one entry per step, each a
+	// list of actions. Tests and bench drive it and expect reward 1.
+	Solution [][]aci.Action `json:"solution"`
+	// Wrong is a plausible wrong solution; tests expect reward 0 from it.
+	Wrong [][]aci.Action `json:"wrong,omitempty"`
+}
+
+// SetupStep is one step of a task's setup; exactly one field is set.
+type SetupStep struct {
+	LaunchApp  *LaunchApp  `json:"launch_app,omitempty"`
+	Exec       *Exec       `json:"exec,omitempty"`
+	PutFile    *PutFile    `json:"put_file,omitempty"`
+	WaitWindow *WaitWindow `json:"wait_window,omitempty"`
+}
+
+// LaunchApp starts an app (no shell).
+type LaunchApp struct {
+	App  string   `json:"app"`
+	Args []string `json:"args,omitempty"`
+}
+
+// Exec runs a command inside the sandbox; a non-zero exit fails setup.
+type Exec struct {
+	Argv      []string `json:"argv,omitempty"`
+	Shell     string   `json:"shell,omitempty"`
+	TimeoutMS int      `json:"timeout_ms,omitempty"`
+}
+
+// PutFile writes a file inside the sandbox. A leading "~/" is the sandbox home.
+type PutFile struct {
+	Path string `json:"path"`
+	Text string `json:"text"`
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// WaitWindow waits until a window whose name or class contains Match exists.
+type WaitWindow struct {
+	Match     string `json:"match"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
+}
+
+// Verifier runs inside the sandbox and prints the reward (a float) as the last
+// line of its stdout. A crash, a timeout or unparsable output is scorer_error.
+type Verifier struct {
+	Argv      []string `json:"argv,omitempty"`
+	Shell     string   `json:"shell,omitempty"`
+	TimeoutMS int      `json:"timeout_ms,omitempty"`
+}
+
+// Validate checks a task for the mistakes that would otherwise surface mid-episode.
+func (t *Task) Validate() error {
+	if t.ID == "" || strings.ContainsAny(t.ID, "/ \t\n") {
+		return fmt.Errorf("task id %q: must be non-empty with no slashes or spaces", t.ID)
+	}
+	if t.MaxSteps <= 0 {
+		return fmt.Errorf("task %s: max_steps must be positive", t.ID)
+	}
+	if len(t.Verifier.Argv) == 0 && t.Verifier.Shell == "" {
+		return fmt.Errorf("task %s: verifier needs argv or shell", t.ID)
+	}
+	for i, s := range t.Setup {
+		n := 0
+		if s.LaunchApp != nil {
+			n++
+		}
+		if s.Exec != nil {
+			n++
+		}
+		if s.PutFile != nil {
+			n++
+		}
+		if s.WaitWindow != nil {
+			n++
+		}
+		if n != 1 {
+			return fmt.Errorf("task %s: setup step %d must set exactly one of launch_app, exec, put_file, wait_window", t.ID, i)
+		}
+	}
+	for i, step := range t.Solution {
+		for _, a := range step {
+			if !a.Verb.Known() {
+				return fmt.Errorf("task %s: solution step %d: unknown verb %q", t.ID, i, a.Verb)
+			}
+		}
+	}
+	return nil
+}
+
+// Tasks is a loaded task suite keyed by id.
+type Tasks map[string]*Task
+
+// IDs returns the task ids in sorted order.
+func (ts Tasks) IDs() []string {
+	ids := make([]string, 0, len(ts))
+	for id := range ts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// LoadTasks reads every *.json task in dir; an empty dir means the embedded suite.
+func LoadTasks(dir string) (Tasks, error) {
+	if dir == "" {
+		sub, err := fs.Sub(embedded, "tasks")
+		if err != nil {
+			return nil, err
+		}
+		return loadFS(sub)
+	}
+	return loadFS(os.DirFS(dir))
+}
+
+func loadFS(fsys fs.FS) (Tasks, error) {
+	names, err := fs.Glob(fsys, "*.json")
+	if err != nil {
+		return nil, err
+	}
+	ts := Tasks{}
+	for _, name := range names {
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		var t Task
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("task file %s: %w", name, err)
+		}
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("task file %s: %w", name, err)
+		}
+		if want := strings.TrimSuffix(path.Base(name), ".json"); t.ID != want {
+			return nil, fmt.Errorf("task file %s: id %q must match the file name", name, t.ID)
+		}
+		if _, dup := ts[t.ID]; dup {
+			return nil, fmt.Errorf("task %s defined twice", t.ID)
+		}
+		ts[t.ID] = &t
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("no tasks found")
+	}
+	return ts, nil
+}
