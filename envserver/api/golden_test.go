@@ -1,0 +1,326 @@
+package api
+
+// Golden wire files: representative values of every trainer⇄server type,
+// encoded once here and committed under testdata/golden as <name>.msgpack with
+// a <name>.json twin. This test fails when a Go change alters an encoding; the
+// Python client's tests (clients/python/tests/test_golden.py) decode the same
+// files and re-encode them with the client's own encoder, so the two sides
+// cannot drift apart silently.
+//
+// Encoding choice: msgpack v5 with sorted map keys (Go map iteration is
+// random; SetSortMapKeys(true) sorts map[string]any/string/bool, and the
+// init below registers a sorting encoder for the other string-keyed map types
+// these values use, such as BatchReply.Frames and Info.Timings) and
+// UseCompactInts(true) (every integer in its shortest form, which is what
+// Python's msgpack writes). Structs encode as
+// maps in field-declaration order with omitempty honoured, so the Python
+// client builds its request maps in that same order and gets identical bytes.
+// Decoders on both sides accept either int width, so a server that encodes
+// with msgpack.Marshal's defaults still interoperates; only these files fix
+// the compact form.
+//
+// Regenerate after an intended wire change with:
+//
+//	go test ./envserver/api -run Golden -update
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/trajectory"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from the values in golden_test.go")
+
+const goldenDir = "testdata/golden"
+
+func ptr[T any](v T) *T { return &v }
+
+// goldenObs is an observation of a downscaled 1280x800 screen.
+func goldenObs(frame string) *aci.Observation {
+	return &aci.Observation{
+		Frame:   frame,
+		W:       4,
+		H:       2,
+		Format:  aci.FormatRaw,
+		Pointer: [2]int{640, 400},
+		Display: aci.Display{
+			W: 1280, H: 800,
+			SourceRect: aci.Rect{X: 0, Y: 0, W: 1280, H: 800},
+			Delivered:  aci.Rect{W: 4, H: 2},
+		},
+	}
+}
+
+// rawFrame is a 4x2 RGB24 image: a red, green, blue, white top row over a
+// black-to-grey bottom row, so a decoder that swaps channels or rows fails.
+var rawFrame = []byte{
+	255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255,
+	0, 0, 0, 64, 64, 64, 128, 128, 128, 192, 192, 192,
+}
+
+const (
+	hashA = "0123456789abcdef0123456789abcdef"
+	hashB = "fedcba9876543210fedcba9876543210"
+)
+
+// goldenValues maps each golden file's name to the value it encodes.
+func goldenValues() map[string]any {
+	started := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ended := time.Date(2026, 12, 1, 10, 0, 3, 250000000, time.UTC)
+	return map[string]any{
+		"reset_request": ResetRequest{
+			Envs: []ResetEnv{
+				{Task: "xterm-hello-file", Seed: ptr(int64(7))},
+				{EnvID: "env-1", Task: "xterm-hello-file"},
+			},
+			Observe: &Observe{Format: aci.FormatPNG, MaxLongEdge: 1024},
+			Have:    []string{hashA},
+		},
+		"step_request": StepRequest{
+			Steps: []StepEnv{
+				{EnvID: "env-1", Action: &aci.Action{Verb: aci.Click, Target: aci.Px(200, 150.5), Button: "left"}},
+				{EnvID: "env-2", Actions: []aci.Action{
+					{Verb: aci.TypeText, Text: "echo 'hello shinken' > ~/hello.txt"},
+					{Verb: aci.Key, Keys: "Return"},
+					{Verb: aci.Scroll, X: ptr(10.0), Y: ptr(20.0), DY: -3},
+					{Verb: aci.Drag, Target: aci.Norm(0.25, 0.5), To: aci.Norm(0.75, 0.5), DurationMS: 200},
+					{Verb: aci.LaunchApp, App: "xterm", Args: []string{"-geometry", "80x24"}},
+					{Verb: aci.ActivateWindow, WindowID: 4194305},
+					{Verb: aci.Wait, MS: 300},
+					{Verb: aci.Click, X: ptr(5.0), Y: ptr(6.0), Modifiers: []string{"ctrl"}},
+				}},
+				{EnvID: "env-3", Text: ptr("pyautogui.click(10, 20)"), Dialect: "pyautogui", Tokens: &Tokens{
+					PromptIDs:        []int{1, 2, 3, 70000},
+					ResponseIDs:      []int{4, 5},
+					ResponseLogprobs: []float64{-0.5, -1.25},
+					FinishReason:     "stop",
+				}},
+			},
+			Observe: &Observe{Format: aci.FormatRaw, Scope: aci.ScopeActiveWindow, SettleMS: 50},
+			Have:    []string{hashA, hashB},
+		},
+		"fork_request":  ForkRequest{EnvID: "env-1", N: 4, Observe: &Observe{Format: aci.FormatJPEG, Quality: 80}},
+		"close_request": CloseRequest{EnvIDs: []string{"env-1", "env-2"}},
+		"close_reply":   CloseReply{Closed: []string{"env-1"}},
+		"reset_reply": BatchReply{
+			Results: []Result{
+				{EnvID: "env-1", EpisodeID: "ep-1", Obs: goldenObs(hashA), Info: &Info{Step: 0, Task: "xterm-hello-file", Timings: map[string]int64{"lease_us": 1500, "capture_us": 900}}},
+				{EnvID: "env-2", EpisodeID: "ep-2", Obs: goldenObs(hashA), Info: &Info{Step: 0, Task: "xterm-hello-file"}},
+			},
+			Frames: map[string][]byte{hashA: rawFrame},
+		},
+		"step_reply": BatchReply{
+			Results: []Result{
+				{EnvID: "env-1", Obs: goldenObs(hashB), Reward: 1, Terminated: true, Info: &Info{
+					Step: 3, ExitReason: string(trajectory.TaskComplete), Task: "xterm-hello-file",
+					Timings: map[string]int64{"act_us": 12000, "verify_us": 250000, "capture_us": 800},
+				}},
+				{EnvID: "env-2", Obs: goldenObs(hashA), Reward: 0, Truncated: true, Info: &Info{
+					Step: 10, ExitReason: string(trajectory.MaxSteps),
+					Error: &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"},
+				}},
+				{EnvID: "env-3", Error: &aci.Error{Code: aci.CodeDialectError, Message: "cannot parse model output", Detail: map[string]any{"snippet": "pyautogui.clik("}}},
+			},
+			Frames: map[string][]byte{hashB: rawFrame},
+		},
+		"fork_reply": BatchReply{
+			Results: []Result{
+				{EnvID: "env-4", EpisodeID: "ep-4", Obs: goldenObs(hashA), Info: &Info{Step: 2, ForkOf: "ep-1", Extra: map[string]any{"snapshot_kind": "disk"}}},
+				{EnvID: "env-5", EpisodeID: "ep-5", Obs: goldenObs(hashA), Info: &Info{Step: 2, ForkOf: "ep-1"}},
+			},
+			Frames: map[string][]byte{},
+		},
+		"error_reply": ErrorReply{Error: &aci.Error{Code: aci.CodeBatchTooLarge, Message: "batch of 300 envs exceeds --max-batch 256", Detail: map[string]any{"max_batch": 256}}},
+		"spec": Spec{
+			Protocol: Protocol,
+			Verbs:    verbNames(),
+			Dialects: []string{"pyautogui", "xml", "json", "auto"},
+			Observation: ObservationSpec{
+				Formats: []string{aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw},
+				Default: Observe{Format: aci.FormatPNG},
+			},
+			Tasks:  []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
+			Pool:   PoolSpec{Provider: "process", Size: 2, Warm: 2, SnapshotKind: "disk", Fork: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
+			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20},
+		},
+		"trajectory": trajectory.Trajectory{
+			EpisodeID: "ep-1", EnvID: "env-1", Task: "xterm-hello-file", Seed: ptr(int64(7)),
+			Steps: []trajectory.Step{
+				{Index: 0, Actions: []aci.Action{{Verb: aci.Click, X: ptr(200.0), Y: ptr(200.0)}},
+					Text: "click(200, 200)", Dialect: "pyautogui",
+					PromptIDs: []int{1, 2, 3}, ResponseIDs: []int{4, 5}, ResponseMask: []int{1, 1},
+					ResponseLogprobs: []float64{-0.1, -0.2}, FinishReason: "stop",
+					ObsFrame: hashA, TMS: 120},
+				{Index: 1, Actions: []aci.Action{{Verb: aci.Done}},
+					PromptIDs: []int{1, 2, 3, 4, 5, 6, 7}, ResponseIDs: []int{8}, ResponseMask: []int{1},
+					ObsFrame: hashB, Reward: 1, TMS: 3250},
+			},
+			Reward: 1, ExitReason: trajectory.TaskComplete, NumTurns: 2,
+			StartedAt: started, EndedAt: &ended, InitFrame: hashA,
+		},
+		"error_codes": errorCodes(),
+	}
+}
+
+func verbNames() []string {
+	vs := make([]string, len(aci.AgentVerbs))
+	for i, v := range aci.AgentVerbs {
+		vs[i] = string(v)
+	}
+	return vs
+}
+
+// errorCodes is aci.Codes as code → HTTP status, so the Python client can
+// check that it maps every code the Go side knows.
+func errorCodes() map[string]int {
+	m := make(map[string]int, len(aci.Codes))
+	for c, s := range aci.Codes {
+		m[string(c)] = s
+	}
+	return m
+}
+
+// init registers, for this test binary only, a key-sorting encoder for the
+// string-keyed map types that msgpack v5's SetSortMapKeys leaves unsorted.
+func init() {
+	for _, m := range []any{map[string][]byte(nil), map[string]int64(nil), map[string]int(nil)} {
+		msgpack.Register(m, encodeSortedStringMap, nil)
+	}
+}
+
+func encodeSortedStringMap(e *msgpack.Encoder, v reflect.Value) error {
+	if v.IsNil() {
+		return e.EncodeNil()
+	}
+	keys := v.MapKeys()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	if err := e.EncodeMapLen(len(keys)); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := e.EncodeString(k.String()); err != nil {
+			return err
+		}
+		if err := e.EncodeValue(v.MapIndex(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeGolden is the deterministic encoding the golden files hold.
+func encodeGolden(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func TestGolden(t *testing.T) {
+	values := goldenValues()
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if *update {
+		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range names {
+		v := values[name]
+		t.Run(name, func(t *testing.T) {
+			mp, err := encodeGolden(v)
+			if err != nil {
+				t.Fatalf("encode: %v", err)
+			}
+			js, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatalf("json: %v", err)
+			}
+			js = append(js, '\n')
+			mpPath := filepath.Join(goldenDir, name+".msgpack")
+			jsPath := filepath.Join(goldenDir, name+".json")
+			if *update {
+				for p, b := range map[string][]byte{mpPath: mp, jsPath: js} {
+					if err := os.WriteFile(p, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want, err := os.ReadFile(mpPath)
+			if err != nil {
+				t.Fatalf("%v (run go test ./envserver/api -run Golden -update)", err)
+			}
+			if !bytes.Equal(mp, want) {
+				t.Errorf("%s: got %x; want %x", mpPath, mp, want)
+			}
+			wantJS, err := os.ReadFile(jsPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(js, wantJS) {
+				t.Errorf("%s: got %s; want %s", jsPath, js, wantJS)
+			}
+
+			// The committed bytes decode back into the Go type and
+			// re-encode to themselves: the decode side is pinned too.
+			typ := reflect.TypeOf(v)
+			msg := reflect.New(typ)
+			dec := msgpack.NewDecoder(bytes.NewReader(want))
+			dec.DisallowUnknownFields(true)
+			if err := dec.Decode(msg.Interface()); err != nil {
+				t.Fatalf("decode %s: %v", mpPath, err)
+			}
+			again, err := encodeGolden(msg.Elem().Interface())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again, want) {
+				t.Errorf("%s round trip: got %x; want %x", mpPath, again, want)
+			}
+			// The JSON twin decodes and re-encodes to itself. (Its numbers
+			// inside `any` fields come back as float64, so the twin is
+			// compared with the msgpack file semantically, on the Python side.)
+			fromJSON := reflect.New(typ)
+			if err := json.Unmarshal(wantJS, fromJSON.Interface()); err != nil {
+				t.Fatalf("decode %s: %v", jsPath, err)
+			}
+			if viaJSON, err := json.MarshalIndent(fromJSON.Elem().Interface(), "", "  "); err != nil || !bytes.Equal(append(viaJSON, '\n'), wantJS) {
+				t.Errorf("%s round trip: got %s (err %v); want %s", jsPath, viaJSON, err, wantJS)
+			}
+		})
+	}
+}
+
+// TestGoldenNoStrays fails on a golden file no value produces, so a renamed
+// value cannot leave a stale file that the Python side keeps testing against.
+func TestGoldenNoStrays(t *testing.T) {
+	values := goldenValues()
+	entries, err := os.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".msgpack"), ".json")
+		if _, ok := values[name]; !ok {
+			t.Errorf("stray golden file %s: no value in goldenValues", e.Name())
+		}
+	}
+}
