@@ -1,0 +1,87 @@
+#!/bin/sh
+# build.sh builds the Shinken sandbox image without any registry: a Debian
+# rootfs made by debootstrap from this machine's own apt mirror, imported with
+# `docker import` and tagged shinken-sandbox:<content tag>, where the content
+# tag is a hash of this script and packages.txt (images.Tag in Go computes the
+# same value). If that tag already exists the build is a no-op.
+#
+# guestd is not baked in: the docker provider bind-mounts the host's static
+# guestd read-only at /opt/shinken/guestd, so guestd changes need no rebuild.
+#
+# Usage: images/build.sh [--print-ref]   (run as root: debootstrap needs it)
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+repo=shinken-sandbox
+tag=$(cat "$here/build.sh" "$here/packages.txt" | sha256sum | cut -c1-12)
+ref="$repo:$tag"
+
+if [ "${1:-}" = "--print-ref" ]; then
+	echo "$ref"
+	exit 0
+fi
+
+if docker image inspect "$ref" >/dev/null 2>&1; then
+	echo "image $ref is up to date"
+	exit 0
+fi
+
+# mirror and suite: the first Debian main archive in this machine's apt
+# sources (deb822 .sources files first, then one-line sources.list).
+mirror=""
+suite=""
+for f in /etc/apt/sources.list.d/*.sources; do
+	[ -f "$f" ] || continue
+	set -- $(awk '
+		/^[[:space:]]*$/ { if (u != "" && s != "" && u ~ /\/debian\/?$/) { print u, s; exit } u=""; s=""; next }
+		/^URIs:/   { u=$2 }
+		/^Suites:/ { s=$2 }
+		END { if (u != "" && s != "" && u ~ /\/debian\/?$/) print u, s }' "$f" | head -n1)
+	if [ $# -eq 2 ]; then mirror=$1; suite=$2; break; fi
+done
+if [ -z "$mirror" ]; then
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$f" ] || continue
+		set -- $(awk '$1 == "deb" && $2 !~ /^\[/ && $2 ~ /\/debian\/?$/ { print $2, $3; exit }' "$f")
+		if [ $# -eq 2 ]; then mirror=$1; suite=$2; break; fi
+	done
+fi
+if [ -z "$mirror" ]; then
+	echo "build.sh: no Debian mirror found in /etc/apt/sources.list{,.d}" >&2
+	exit 1
+fi
+echo "building $ref from $mirror $suite"
+
+pkgs=$(grep -v '^[[:space:]]*#' "$here/packages.txt" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+work="$root/var/image-build"
+rootfs="$work/rootfs-$tag"
+rm -rf "$rootfs"
+mkdir -p "$work"
+trap 'rm -rf "$rootfs"' EXIT
+
+debootstrap --variant=minbase --include="$pkgs" "$suite" "$rootfs" "$mirror"
+
+# The desktop runs as an unprivileged user; /run/shinken is where the host
+# bind-mounts the guest socket dir, /opt/shinken where it mounts guestd.
+chroot "$rootfs" /usr/sbin/useradd --uid 1000 --create-home --shell /bin/bash agent
+mkdir -p "$rootfs/run/shinken" "$rootfs/opt/shinken"
+mkdir -p -m 1777 "$rootfs/tmp/.X11-unix"
+chmod 1777 "$rootfs/tmp/.X11-unix"
+
+# Keep it small: nothing at run time needs apt caches, docs or manuals.
+chroot "$rootfs" apt-get clean
+rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin \
+	"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+	"$rootfs"/var/log/*.log "$rootfs"/var/cache/debconf/*-old
+
+tar -C "$rootfs" --numeric-owner -c . | docker import \
+	--change 'USER agent' \
+	--change 'WORKDIR /home/agent' \
+	--change 'ENV HOME=/home/agent' \
+	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change "LABEL org.shinken.image=$tag" \
+	--change 'CMD ["/opt/shinken/guestd", "--session"]' \
+	- "$ref"
+docker tag "$ref" "$repo:latest"
+echo "built $ref"

@@ -1,0 +1,563 @@
+// Package docker is the container provider: every sandbox is a container of
+// the locally built sandbox image (images/build.sh; no registry), run with no
+// network, pids/memory/shm limits and Docker's init, as an unprivileged user.
+// guestd is bind-mounted read-only from the host and reached through a unix
+// socket in a per-container host directory bind-mounted at /run/shinken.
+//
+// Every container and snapshot image carries labels naming the server
+// instance and this run; New removes what an earlier run of the same instance
+// left behind, and Close removes everything this run created.
+//
+// Snapshots are `docker commit`s (disk tier): the container's filesystem, not
+// its memory. Restore and Fork start containers from the committed image with
+// guestd relaunching the apps it had recorded. A snapshot's image is removed
+// once DeleteSnapshot was called and no container or later snapshot still
+// stands on it.
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	dockerclient "github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/images"
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// Labels put on every container and snapshot image this package creates.
+const (
+	LabelManaged  = "org.shinken.managed"  // "true"
+	LabelInstance = "org.shinken.instance" // Options.Instance
+	LabelRun      = "org.shinken.run"      // random per New
+)
+
+// Paths inside the container.
+const (
+	guestdPath = "/opt/shinken/guestd"
+	sockDir    = "/run/shinken"
+	sockName   = "guest.sock"
+	agentHome  = "/home/agent"
+)
+
+// Defaults for a zero Spec field or Option.
+const (
+	DefaultMemory       = 2 << 30
+	DefaultPids         = 1024
+	DefaultShm          = 256 << 20
+	DefaultReadyTimeout = 60 * time.Second
+	DefaultUID          = 1000 // the image's "agent" user
+)
+
+// ErrNoEngine is returned by New when no Docker engine answers.
+var ErrNoEngine = errors.New("no docker engine")
+
+// ErrNoImage is returned by New when the sandbox image is not built.
+var ErrNoImage = errors.New("docker image not built: run make image")
+
+// Options configure a Provider.
+type Options struct {
+	// Guestd is the host path of a static guestd binary, mounted read-only
+	// into every container. Required.
+	Guestd string
+	// Image is the sandbox image; "" means images.Ref(), the current recipe.
+	Image string
+	// Instance names this server instance on the engine. New removes the
+	// containers and images of earlier runs of the same instance, so two live
+	// servers on one engine need different names. "" means "default".
+	Instance string
+	// StateDir holds the per-container socket dirs; "" means a fresh
+	// directory under os.TempDir(). It is removed by Close.
+	StateDir string
+	// UID is the uid guestd runs as inside the container; 0 means DefaultUID.
+	UID int
+	// ReadyTimeout bounds a container's boot up to guestd's hello when the
+	// caller's ctx has no earlier deadline; 0 means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// Client talks to the engine; nil means one from the environment
+	// (DOCKER_HOST etc.) with API version negotiation.
+	Client *dockerclient.Client
+}
+
+// Provider implements pool.Provider, pool.Snapshotter and pool.Forker over a
+// Docker engine. Safe for concurrent use.
+type Provider struct {
+	cli      *dockerclient.Client
+	ownCli   bool
+	opts     Options
+	run      string
+	stateDir string
+
+	watchCtx    context.Context // ends the watchers on Close
+	watchCancel context.CancelFunc
+	watchers    sync.WaitGroup
+
+	gcMu sync.Mutex // serializes snapshot collection so an image is removed once
+
+	mu     sync.Mutex
+	closed bool
+	seq    int
+	boxes  map[string]*box
+	snaps  map[string]*snapshot
+}
+
+// box is one container this provider created.
+type box struct {
+	sb   *pool.Sandbox
+	dir  string // host socket dir
+	from string // snapshot id it was started from, "" for the base image
+	dead chan struct{}
+	once sync.Once
+}
+
+func (b *box) markDead() { b.once.Do(func() { close(b.dead) }) }
+
+// New connects to the engine, checks the image, and removes what earlier runs
+// of the same instance left behind.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.Guestd == "" {
+		return nil, errors.New("docker provider: Options.Guestd is required")
+	}
+	if st, err := os.Stat(opts.Guestd); err != nil || st.IsDir() {
+		return nil, fmt.Errorf("docker provider: guestd binary %q: %w", opts.Guestd, errors.Join(err, errIfDir(st)))
+	}
+	if opts.Image == "" {
+		opts.Image = images.Ref()
+	}
+	if opts.Instance == "" {
+		opts.Instance = "default"
+	}
+	if opts.UID == 0 {
+		opts.UID = DefaultUID
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = DefaultReadyTimeout
+	}
+	p := &Provider{
+		cli:   opts.Client,
+		opts:  opts,
+		run:   randomID(),
+		boxes: make(map[string]*box),
+		snaps: make(map[string]*snapshot),
+	}
+	if p.cli == nil {
+		cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("docker provider: %w: %w", ErrNoEngine, err)
+		}
+		p.cli, p.ownCli = cli, true
+	}
+	fail := func(err error) (*Provider, error) {
+		if p.ownCli {
+			p.cli.Close()
+		}
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := p.cli.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("docker provider: %w: %w", ErrNoEngine, err))
+	}
+	if _, err := p.cli.ImageInspect(ctx, opts.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fail(fmt.Errorf("docker provider: %s: %w", opts.Image, ErrNoImage))
+		}
+		return fail(fmt.Errorf("docker provider: inspect image %s: %w", opts.Image, err))
+	}
+	if err := p.sweep(ctx, false); err != nil {
+		return fail(fmt.Errorf("docker provider: sweep orphans: %w", err))
+	}
+	p.stateDir = opts.StateDir
+	if p.stateDir == "" {
+		d, err := os.MkdirTemp("", "shinken-docker-")
+		if err != nil {
+			return fail(fmt.Errorf("docker provider: state dir: %w", err))
+		}
+		p.stateDir = d
+	} else if err := os.MkdirAll(p.stateDir, 0o755); err != nil {
+		return fail(fmt.Errorf("docker provider: state dir: %w", err))
+	}
+	p.watchCtx, p.watchCancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+func errIfDir(st os.FileInfo) error {
+	if st != nil && st.IsDir() {
+		return errors.New("is a directory")
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run returns this run's label value, which marks everything it created.
+func (p *Provider) Run() string { return p.run }
+
+// Instance returns the instance name the provider labels with.
+func (p *Provider) Instance() string { return p.opts.Instance }
+
+// Capabilities reports what this provider does: disk snapshots by docker
+// commit, restore and fork from them, no resume of process memory.
+func (p *Provider) Capabilities() pool.Capabilities {
+	return pool.Capabilities{
+		Provider:     "docker",
+		SnapshotKind: pool.SnapshotDisk,
+		Snapshot:     true,
+		Restore:      true,
+		Fork:         true,
+		Resume:       false,
+		Confined:     true,
+		Notes: "snapshot = docker commit of the container filesystem (home, /tmp, installed files); " +
+			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
+			"pids/memory/shm limits, docker init, unprivileged desktop user",
+	}
+}
+
+// Create starts a container of the base image and returns once its guestd
+// has answered hello.
+func (p *Provider) Create(ctx context.Context, spec pool.Spec) (*pool.Sandbox, error) {
+	return p.start(ctx, p.opts.Image, "", spec)
+}
+
+// start creates, starts and probes one container of image ref. snap is the
+// snapshot id the image belongs to, "" for the base image.
+func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) (*pool.Sandbox, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, pool.ErrClosed
+	}
+	p.seq++
+	name := fmt.Sprintf("shinken-%s-%s-%d", p.opts.Instance, p.run, p.seq)
+	if snap != "" {
+		s, ok := p.snaps[snap]
+		if !ok || s.deleted {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("docker provider: snapshot %s: %w", snap, pool.ErrNotFound)
+		}
+		s.refs++ // held while starting; handed to the box or dropped below
+	}
+	p.mu.Unlock()
+	release := func() {
+		if snap != "" {
+			p.mu.Lock()
+			p.snaps[snap].refs--
+			p.mu.Unlock()
+			p.collect(context.WithoutCancel(ctx))
+		}
+	}
+
+	dir := filepath.Join(p.stateDir, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		release()
+		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
+	}
+	if err := os.Chown(dir, p.opts.UID, p.opts.UID); err != nil {
+		os.RemoveAll(dir)
+		release()
+		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
+	}
+
+	cfg, hcfg := p.containerConfig(ref, spec, dir, snap != "")
+	created, err := p.cli.ContainerCreate(ctx, cfg, hcfg, nil, nil, name)
+	if err != nil {
+		os.RemoveAll(dir)
+		release()
+		return nil, fmt.Errorf("docker provider: create container: %w", err)
+	}
+	b := &box{
+		sb: &pool.Sandbox{
+			ID:           created.ID,
+			GuestNetwork: "unix",
+			GuestAddr:    filepath.Join(dir, sockName),
+			Display:      0,
+		},
+		dir:  dir,
+		from: snap,
+		dead: make(chan struct{}),
+	}
+	b.sb.Dead = b.dead
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.removeContainer(context.WithoutCancel(ctx), created.ID)
+		os.RemoveAll(dir)
+		release()
+		return nil, pool.ErrClosed
+	}
+	p.boxes[created.ID] = b
+	p.mu.Unlock()
+
+	if err := p.boot(ctx, b); err != nil {
+		p.Destroy(context.WithoutCancel(ctx), created.ID)
+		return nil, err
+	}
+	return b.sb, nil
+}
+
+// containerConfig builds the container's config: guestd in session mode as
+// the unprivileged user, no network, limits, init, and the two bind mounts.
+func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relaunch bool) (*container.Config, *container.HostConfig) {
+	w, h, d := spec.Width, spec.Height, spec.Depth
+	if w == 0 || h == 0 {
+		w, h = 1280, 800
+	}
+	if d == 0 {
+		d = 24
+	}
+	wm := spec.WM
+	if wm == "" {
+		wm = "openbox"
+	}
+	mem := spec.MemoryBytes
+	if mem == 0 {
+		mem = DefaultMemory
+	}
+	pids := int64(spec.Pids)
+	if pids == 0 {
+		pids = DefaultPids
+	}
+	argv := []string{guestdPath, "--session",
+		"--display", ":0",
+		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
+		"--wm", wm,
+		"--listen", "unix:" + sockDir + "/" + sockName,
+		"--state", agentHome + "/.shinken",
+	}
+	if relaunch {
+		argv = append(argv, "--relaunch")
+	}
+	// A committed filesystem carries the X server's lock and socket of the
+	// container it came from; clear them so the new Xvfb can take :0.
+	script := `rm -f /tmp/.X0-lock /tmp/.X11-unix/X0; exec "$@"`
+	init := true
+	uid := strconv.Itoa(p.opts.UID)
+	cfg := &container.Config{
+		Image:           ref,
+		User:            uid + ":" + uid,
+		Entrypoint:      []string{"/bin/sh", "-c", script, "sh"},
+		Cmd:             argv,
+		Env:             []string{"HOME=" + agentHome, "USER=agent", "LANG=C.UTF-8"},
+		WorkingDir:      agentHome,
+		NetworkDisabled: true,
+		Labels: map[string]string{
+			LabelManaged:  "true",
+			LabelInstance: p.opts.Instance,
+			LabelRun:      p.run,
+		},
+	}
+	hcfg := &container.HostConfig{
+		NetworkMode: "none",
+		Init:        &init,
+		ShmSize:     DefaultShm,
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem, // no swap beyond the limit
+			PidsLimit:  &pids,
+		},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: dir, Target: sockDir},
+			{Type: mount.TypeBind, Source: p.opts.Guestd, Target: guestdPath, ReadOnly: true},
+		},
+	}
+	return cfg, hcfg
+}
+
+// boot starts the container, watches it, and waits for guestd's hello.
+func (p *Provider) boot(ctx context.Context, b *box) error {
+	id := b.sb.ID
+	if err := p.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("docker provider: start container: %w", err)
+	}
+	p.watch(b)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.opts.ReadyTimeout)
+		defer cancel()
+	}
+	if err := p.waitReady(ctx, b); err != nil {
+		return fmt.Errorf("docker provider: container %.12s not ready: %w", id, err)
+	}
+	return nil
+}
+
+// watch closes b.dead when the container stops or disappears. The watcher is
+// owned by the provider and ends on Close.
+func (p *Provider) watch(b *box) {
+	p.watchers.Add(1)
+	go func() {
+		defer p.watchers.Done()
+		okc, errc := p.cli.ContainerWait(p.watchCtx, b.sb.ID, container.WaitConditionNotRunning)
+		select {
+		case <-okc:
+			b.markDead()
+		case err := <-errc:
+			if p.watchCtx.Err() == nil || cerrdefs.IsNotFound(err) {
+				b.markDead()
+			}
+		}
+	}()
+}
+
+// waitReady polls for guestd's socket (the dir is fresh per container, so the
+// socket's presence means guestd listens) and then performs hello.
+func (p *Provider) waitReady(ctx context.Context, b *box) error {
+	backoff := 5 * time.Millisecond
+	for {
+		if _, err := os.Stat(b.sb.GuestAddr); err == nil {
+			c, err := client.Dial(ctx, "unix", b.sb.GuestAddr)
+			if err == nil {
+				c.Close()
+				return nil
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w%s", ctx.Err(), p.logTail(b.sb.ID))
+		case <-b.dead:
+			t.Stop()
+			return fmt.Errorf("%w: container exited during boot%s", pool.ErrSandboxDied, p.logTail(b.sb.ID))
+		case <-t.C:
+		}
+		if backoff < 100*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// Destroy removes the container and its socket dir. It is idempotent and
+// retries transient engine errors.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	p.mu.Lock()
+	b, ok := p.boxes[id]
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := p.removeContainer(ctx, id); err != nil {
+		return err
+	}
+	b.markDead()
+	os.RemoveAll(b.dir)
+	p.mu.Lock()
+	_, still := p.boxes[id]
+	delete(p.boxes, id)
+	if still && b.from != "" {
+		if s, ok := p.snaps[b.from]; ok {
+			s.refs--
+		}
+	}
+	p.mu.Unlock()
+	if still && b.from != "" {
+		p.collect(ctx)
+	}
+	return nil
+}
+
+// Alive reports whether the container still runs.
+func (p *Provider) Alive(ctx context.Context, id string) error {
+	p.mu.Lock()
+	b, ok := p.boxes[id]
+	p.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("docker provider: %.12s: %w", id, pool.ErrNotFound)
+	}
+	select {
+	case <-b.dead:
+		return fmt.Errorf("docker provider: container %.12s stopped: %w", id, pool.ErrSandboxDied)
+	default:
+	}
+	st, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			b.markDead()
+			return fmt.Errorf("docker provider: container %.12s gone: %w", id, pool.ErrSandboxDied)
+		}
+		return fmt.Errorf("docker provider: inspect %.12s: %w", id, err)
+	}
+	if st.State == nil || !st.State.Running {
+		b.markDead()
+		return fmt.Errorf("docker provider: container %.12s stopped: %w", id, pool.ErrSandboxDied)
+	}
+	return nil
+}
+
+// Close removes every container and snapshot image this run created, ends
+// the watchers and removes the state dir.
+func (p *Provider) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	ids := make([]string, 0, len(p.boxes))
+	for id := range p.boxes {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, p.Destroy(ctx, id))
+	}
+	p.watchCancel()
+	p.watchers.Wait()
+	// Whatever is left with this run's label (snapshot images, a container
+	// whose create raced Close) goes too.
+	errs = append(errs, p.sweep(ctx, true))
+	p.mu.Lock()
+	clear(p.snaps)
+	p.mu.Unlock()
+	if p.opts.StateDir == "" {
+		errs = append(errs, os.RemoveAll(p.stateDir))
+	}
+	if p.ownCli {
+		errs = append(errs, p.cli.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// logTail returns the last lines of a container's output, for boot errors.
+func (p *Provider) logTail(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rc, err := p.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "15"})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 8<<10))
+	s := strings.TrimSpace(out.String())
+	if s == "" {
+		return ""
+	}
+	return "; container output: " + s
+}
