@@ -1,0 +1,49 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShippedTasksLoad(t *testing.T) {
+	ts, err := LoadTasks("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) < 10 {
+		t.Errorf("got %d shipped tasks; want at least 10", len(ts))
+	}
+	for _, id := range ts.IDs() {
+		task := ts[id]
+		if len(task.Solution) == 0 || len(task.Wrong) == 0 {
+			t.Errorf("task %s: needs a reference solution and a wrong one", id)
+		}
+		if len(task.Solution) > task.MaxSteps {
+			t.Errorf("task %s: solution takes %d steps, over max_steps %d", id, len(task.Solution), task.MaxSteps)
+		}
+	}
+}
+
+func TestLoadTasksRejectsBadFiles(t *testing.T) {
+	cases := map[string]string{
+		"unknown field":  `{"id":"x","max_steps":1,"verifier":{"shell":"echo 1"},"bogus":1}`,
+		"no verifier":    `{"id":"x","max_steps":1}`,
+		"id mismatch":    `{"id":"y","max_steps":1,"verifier":{"shell":"echo 1"}}`,
+		"two-kind step":  `{"id":"x","max_steps":1,"verifier":{"shell":"echo 1"},"setup":[{"exec":{"shell":"true"},"put_file":{"path":"a","text":""}}]}`,
+		"unknown verb":   `{"id":"x","max_steps":1,"verifier":{"shell":"echo 1"},"solution":[[{"verb":"teleport"}]]}`,
+		"zero max_steps": `{"id":"x","verifier":{"shell":"echo 1"}}`,
+	}
+	for name, body := range cases {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "x.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTasks(dir); err == nil {
+			t.Errorf("%s: got no error; want one", name)
+		} else if !strings.Contains(err.Error(), "x.json") {
+			t.Errorf("%s: error %q does not name the file", name, err)
+		}
+	}
+}
