@@ -1,0 +1,193 @@
+"""Typed exceptions mapped from the wire error codes (aci.Codes on the Go side).
+
+Every whole-request failure arrives as an HTTP status plus
+``{"error": {"code", "message", "detail"?}}``; a per-env failure inside a batch
+arrives as ``{"env_id", "error": {...}}`` in that env's result slot. Both become
+an instance of the class registered for the code, so callers write
+``except shinken.PoolExhausted:`` rather than matching strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Type
+
+__all__ = [
+    "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
+    "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
+    "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
+    "Busy", "DisplayError", "TooLarge", "TransportError", "ProtocolError",
+    "BatchError", "CODES", "error_from_wire",
+]
+
+
+class ShinkenError(Exception):
+    """Base of every error the client raises.
+
+    ``code`` is the wire code (``None`` for client-side failures), ``message`` the
+    server's text, ``detail`` its optional structured detail, ``status`` the HTTP
+    status of a whole-request failure (``None`` for a per-env error) and
+    ``env_id`` the env a per-env error belongs to.
+    """
+
+    code: Optional[str] = None
+    http_status: Optional[int] = None  # the status aci.Codes maps this code to
+
+    def __init__(self, message: str = "", *, code: Optional[str] = None, detail: Any = None,
+                 status: Optional[int] = None, env_id: Optional[str] = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.detail = detail
+        self.status = status
+        self.env_id = env_id
+
+    def __str__(self) -> str:
+        s = f"{self.code}: {self.message}" if self.code else self.message
+        if self.env_id:
+            s = f"env {self.env_id}: {s}"
+        return s
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r}, env_id={self.env_id!r})"
+
+
+class BadRequest(ShinkenError):
+    """The request was malformed (bad msgpack/JSON, unknown field, bad value)."""
+    code, http_status = "bad_request", 400
+
+
+class PayloadTooLarge(ShinkenError):
+    """The body exceeded the server's max_body_bytes."""
+    code, http_status = "payload_too_large", 413
+
+
+class BatchTooLarge(ShinkenError):
+    """The batch exceeded the server's max_batch."""
+    code, http_status = "batch_too_large", 413
+
+
+class Unauthorized(ShinkenError):
+    """Missing or wrong bearer token."""
+    code, http_status = "unauthorized", 401
+
+
+class NotFound(ShinkenError):
+    """Unknown task, env, episode or route."""
+    code, http_status = "not_found", 404
+
+
+class InvalidAction(ShinkenError):
+    """A known verb with bad arguments (off-screen point, missing text, ...)."""
+    code, http_status = "invalid_action", 422
+
+
+class UnknownVerb(ShinkenError):
+    """A verb outside the agent vocabulary."""
+    code, http_status = "unknown_verb", 422
+
+
+class DialectError(ShinkenError):
+    """Model text that the dialect parser could not turn into actions; nothing ran."""
+    code, http_status = "dialect_error", 422
+
+
+class Unsupported(ShinkenError):
+    """The provider cannot do this (e.g. fork without snapshots)."""
+    code, http_status = "unsupported", 501
+
+
+class PoolExhausted(ShinkenError):
+    """No sandbox became free within the server's bounded wait."""
+    code, http_status = "pool_exhausted", 503
+
+
+class SandboxDied(ShinkenError):
+    """The env's sandbox died; the episode is over."""
+    code, http_status = "sandbox_died", 502
+
+
+class Timeout(ShinkenError):
+    """A server-side deadline passed."""
+    code, http_status = "timeout", 504
+
+
+class EpisodeOver(ShinkenError):
+    """A step on an env whose episode already ended; reset it first."""
+    code, http_status = "episode_over", 409
+
+
+class Internal(ShinkenError):
+    """A server bug or an unclassified failure."""
+    code, http_status = "internal", 500
+
+
+class Busy(ShinkenError):
+    """Guest concurrency limit reached (surfaces through info.error)."""
+    code, http_status = "busy", 503
+
+
+class DisplayError(ShinkenError):
+    """The sandbox's X server is wedged or gone (surfaces through info.error)."""
+    code, http_status = "display_error", 502
+
+
+class TooLarge(ShinkenError):
+    """A value over its cap, e.g. clipboard text (surfaces through info.error)."""
+    code, http_status = "too_large", 413
+
+
+class TransportError(ShinkenError):
+    """The HTTP exchange itself failed (refused after retries, reset, timed out).
+
+    ``sent`` tells whether the request may have reached the server: when it is
+    True the client never retries, since a step may already have run.
+    """
+
+    def __init__(self, message: str, *, sent: bool, **kw: Any):
+        super().__init__(message, **kw)
+        self.sent = sent
+
+
+class ProtocolError(ShinkenError):
+    """The server's reply broke the wire contract (e.g. a frame neither sent nor cached)."""
+
+
+class BatchError(ShinkenError):
+    """One or more envs of a VectorEnv call failed.
+
+    ``errors`` maps the env index to its exception; ``result`` holds the whole
+    call's result with the failed slots filled by placeholders (obs None,
+    reward 0, truncated True), so the envs that succeeded are not lost.
+    """
+
+    def __init__(self, errors: Dict[int, ShinkenError], result: Any):
+        first = next(iter(errors.values()))
+        super().__init__(f"{len(errors)} env(s) failed; first: {first}", code=first.code)
+        self.errors = errors
+        self.result = result
+
+
+#: Every wire code → its exception class.
+CODES: Dict[str, Type[ShinkenError]] = {
+    cls.code: cls for cls in (
+        BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
+        UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
+        EpisodeOver, Internal, Busy, DisplayError, TooLarge,
+    )
+}
+
+
+def error_from_wire(err: Any, *, status: Optional[int] = None,
+                    env_id: Optional[str] = None) -> ShinkenError:
+    """Builds the typed exception for a wire ``{code, message, detail?}`` map.
+
+    An unknown code becomes a plain ShinkenError carrying that code, so a newer
+    server's code is never lost or misreported as another.
+    """
+    if not isinstance(err, dict):
+        return ProtocolError(f"malformed error object: {err!r}", status=status, env_id=env_id)
+    code = err.get("code")
+    cls = CODES.get(code, ShinkenError) if isinstance(code, str) else ShinkenError
+    return cls(str(err.get("message", "")), code=code if isinstance(code, str) else None,
+               detail=err.get("detail"), status=status, env_id=env_id)

@@ -1,0 +1,249 @@
+"""Protocol-1 wire encoding: msgpack bodies and the request maps.
+
+Each builder writes its map's keys in the Go struct's field order
+(envserver/api/api.go, aci/aci.go) and leaves out exactly what Go's
+``omitempty`` leaves out, so the bytes equal the golden files Go encodes
+(envserver/api/testdata/golden). The server decodes strictly — an unknown field
+is ``bad_request`` — so builders reject unknown keys before anything is sent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+import msgpack
+
+from .errors import BadRequest
+
+PROTOCOL = 1
+CONTENT_TYPE = "application/msgpack"
+
+# aci.Action fields in Go order, with their wire kind.
+_ACTION_FIELDS = (
+    ("verb", "str!"), ("x", "float?"), ("y", "float?"), ("target", "target?"),
+    ("button", "str"), ("text", "str"), ("keys", "str"), ("dx", "int"), ("dy", "int"),
+    ("to", "target?"), ("duration_ms", "int"), ("ms", "int"), ("app", "str"),
+    ("args", "strs"), ("window_id", "int"), ("modifiers", "strs"),
+)
+_ACTION_KEYS = frozenset(k for k, _ in _ACTION_FIELDS)
+_OBSERVE_FIELDS = (("format", "str"), ("max_long_edge", "int"), ("quality", "int"),
+                   ("scope", "str"), ("settle_ms", "int"))
+_OBSERVE_KEYS = frozenset(k for k, _ in _OBSERVE_FIELDS)
+_TOKENS_KEYS = frozenset(("prompt_ids", "response_ids", "response_logprobs", "finish_reason"))
+
+
+def pack(obj: Any) -> bytes:
+    """Encodes obj as msgpack: str as str, bytes as bin, ints compact, floats double."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    """Decodes one msgpack value (bin → bytes, str → str, timestamps → msgpack.Timestamp)."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def _int(name: str, v: Any) -> int:
+    if isinstance(v, bool):
+        raise BadRequest(f"{name}: want an integer, got bool")
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise BadRequest(f"{name}: want an integer, got {v}")
+        return int(v)
+    try:
+        return int(v.__index__())  # int, numpy integers
+    except (AttributeError, TypeError):
+        raise BadRequest(f"{name}: want an integer, got {type(v).__name__}") from None
+
+
+def _float(name: str, v: Any) -> float:
+    if isinstance(v, bool):
+        raise BadRequest(f"{name}: want a number, got bool")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise BadRequest(f"{name}: want a number, got {type(v).__name__}") from None
+    if math.isnan(f) or math.isinf(f):
+        raise BadRequest(f"{name}: want a finite number, got {f}")
+    return f
+
+
+def _str(name: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise BadRequest(f"{name}: want a string, got {type(v).__name__}")
+    return v
+
+
+def _strs(name: str, v: Any) -> List[str]:
+    if isinstance(v, str) or not isinstance(v, Iterable):
+        raise BadRequest(f"{name}: want a list of strings")
+    return [_str(name, s) for s in v]
+
+
+def target(v: Any, name: str = "target") -> Dict[str, Any]:
+    """Normalizes a target: {kind, x, y} or an (x, y) pixel pair."""
+    if isinstance(v, Mapping):
+        extra = set(v) - {"kind", "x", "y"}
+        if extra:
+            raise BadRequest(f"{name}: unknown field(s) {sorted(extra)}")
+        return {"kind": _str(name + ".kind", v.get("kind", "point_px")),
+                "x": _float(name + ".x", v.get("x")), "y": _float(name + ".y", v.get("y"))}
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        return {"kind": "point_px", "x": _float(name + ".x", v[0]), "y": _float(name + ".y", v[1])}
+    raise BadRequest(f"{name}: want {{kind, x, y}} or an (x, y) pair")
+
+
+def action(a: Mapping[str, Any]) -> Dict[str, Any]:
+    """Normalizes one typed action dict into aci.Action's wire map.
+
+    Numbers are coerced to the Go field's kind (x/y/target floats, dx/dy/ms
+    ints); zero values of omitempty fields are dropped as Go drops them. The
+    verb itself is checked by the server (unknown_verb), not here.
+    """
+    if not isinstance(a, Mapping):
+        raise BadRequest(f"action: want a dict, got {type(a).__name__}")
+    extra = set(a) - _ACTION_KEYS
+    if extra:
+        raise BadRequest(f"action: unknown field(s) {sorted(extra)}")
+    if "verb" not in a:
+        raise BadRequest("action: missing verb")
+    out: Dict[str, Any] = {}
+    for key, kind in _ACTION_FIELDS:
+        v = a.get(key)
+        if v is None:
+            continue
+        if kind == "str!":
+            out[key] = _str(key, v)
+        elif kind == "float?":
+            out[key] = _float(key, v)
+        elif kind == "target?":
+            out[key] = target(v, key)
+        elif kind == "str":
+            if _str(key, v):
+                out[key] = v
+        elif kind == "int":
+            n = _int(key, v)
+            if n:
+                out[key] = n
+        elif kind == "strs":
+            s = _strs(key, v)
+            if s:
+                out[key] = s
+    return out
+
+
+def observe_map(o: Any) -> Optional[Dict[str, Any]]:
+    """Normalizes an observe request: a dict of aci.Observe fields, or a format string."""
+    if o is None:
+        return None
+    if isinstance(o, str):
+        o = {"format": o}
+    if not isinstance(o, Mapping):
+        raise BadRequest("observe: want a dict or a format string")
+    extra = set(o) - _OBSERVE_KEYS
+    if extra:
+        raise BadRequest(f"observe: unknown field(s) {sorted(extra)}")
+    out: Dict[str, Any] = {}
+    for key, kind in _OBSERVE_FIELDS:
+        v = o.get(key)
+        if v is None:
+            continue
+        v = _str(key, v) if kind == "str" else _int(key, v)
+        if v:
+            out[key] = v
+    return out
+
+
+def _ids(name: str, v: Any) -> List[int]:
+    return [] if v is None else [_int(name, i) for i in v]
+
+
+def tokens(t: Any) -> Optional[Dict[str, Any]]:
+    """Normalizes token ids (lists, tuples or numpy arrays) into api.Tokens' wire map."""
+    if t is None:
+        return None
+    if not isinstance(t, Mapping):
+        raise BadRequest("tokens: want a dict with prompt_ids and response_ids")
+    extra = set(t) - _TOKENS_KEYS
+    if extra:
+        raise BadRequest(f"tokens: unknown field(s) {sorted(extra)}")
+    out: Dict[str, Any] = {
+        "prompt_ids": _ids("prompt_ids", t.get("prompt_ids")),
+        "response_ids": _ids("response_ids", t.get("response_ids")),
+    }
+    lp = t.get("response_logprobs")
+    if lp is not None and len(lp):
+        out["response_logprobs"] = [_float("response_logprobs", f) for f in lp]
+    fr = t.get("finish_reason")
+    if fr:
+        out["finish_reason"] = _str("finish_reason", fr)
+    return out
+
+
+def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
+                       have: Optional[Sequence[str]]) -> Dict[str, Any]:
+    if obs is not None:  # a pointer in Go: present even when empty
+        req["observe"] = obs
+    if have:
+        req["have"] = list(have)
+    return req
+
+
+def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id."""
+    e: Dict[str, Any] = {}
+    if env_id:
+        e["env_id"] = _str("env_id", env_id)
+    e["task"] = _str("task", task)
+    if seed is not None:
+        e["seed"] = _int("seed", seed)
+    return e
+
+
+def reset_request(envs: Sequence[Dict[str, Any]], observe: Any = None,
+                  have: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """api.ResetRequest from reset_env maps."""
+    return _with_observe_have({"envs": list(envs)}, observe_map(observe), have)
+
+
+def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
+             dialect: Optional[str] = None, toks: Any = None) -> Dict[str, Any]:
+    """One api.StepEnv. act is a typed action dict or a list of them; text is
+    raw model output that the server parses with dialect."""
+    s: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
+    if text is not None:
+        if act is not None:
+            raise BadRequest("step: give an action or model text, not both")
+        s["text"] = _str("text", text)
+        if dialect:
+            s["dialect"] = _str("dialect", dialect)
+    elif isinstance(act, Mapping):
+        s["action"] = action(act)
+    elif isinstance(act, (list, tuple)):
+        if not act:
+            raise BadRequest("step: empty action list")
+        s["actions"] = [action(a) for a in act]
+    else:
+        raise BadRequest(f"step: want an action dict, a list of them or model text; got {type(act).__name__}")
+    t = tokens(toks)
+    if t is not None:
+        s["tokens"] = t
+    return s
+
+
+def step_request(steps: Sequence[Dict[str, Any]], observe: Any = None,
+                 have: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """api.StepRequest from step_env maps."""
+    return _with_observe_have({"steps": list(steps)}, observe_map(observe), have)
+
+
+def fork_request(env_id: str, n: int, observe: Any = None,
+                 have: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """api.ForkRequest: n new envs carrying env_id's state."""
+    return _with_observe_have({"env_id": _str("env_id", env_id), "n": _int("n", n)},
+                              observe_map(observe), have)
+
+
+def close_request(env_ids: Sequence[str]) -> Dict[str, Any]:
+    """api.CloseRequest."""
+    return {"env_ids": [_str("env_id", e) for e in env_ids]}
