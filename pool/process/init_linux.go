@@ -1,0 +1,222 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initEnv marks a re-executed binary as a sandbox init; its value is the
+// JSON-encoded initConfig.
+const initEnv = "SHINKEN_SANDBOX_INIT"
+
+// In-sandbox paths. The host's filesystem is visible read-only; these are
+// the sandbox's own writable directories.
+const (
+	sandboxHome      = "/home/agent"
+	sandboxWorkspace = "/home/workspace"
+	sandboxRun       = "/run/shinken"
+	sandboxGuestd    = "/run/guestd"
+)
+
+// initConfig is what the provider hands the re-executed init.
+type initConfig struct {
+	Guestd  string   `json:"guestd"`   // host path of the guestd binary
+	Args    []string `json:"args"`     // guestd arguments
+	Env     []string `json:"env"`      // the complete environment for guestd
+	Dir     string   `json:"dir"`      // host path of the sandbox's directory
+	Hide    []string `json:"hide"`     // host directories covered by an empty tmpfs
+	UID     int      `json:"uid"`      // -1: keep
+	GID     int      `json:"gid"`      // -1: keep
+	NoFile  uint64   `json:"nofile"`   // RLIMIT_NOFILE
+	NProc   uint64   `json:"nproc"`    // RLIMIT_NPROC (per uid; each sandbox has its own uid)
+	ShmSize int64    `json:"shm_size"` // bytes of the private /dev/shm
+}
+
+// MaybeRunInit turns the current process into a sandbox's init when it was
+// started by this provider (the re-exec pattern), and never returns in that
+// case. Call it first thing in main() of any binary that uses the process
+// provider, and in TestMain of tests that do; elsewhere it returns at once.
+func MaybeRunInit() {
+	v, ok := os.LookupEnv(initEnv)
+	if !ok {
+		return
+	}
+	var cfg initConfig
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox init: bad config: %v\n", err)
+		os.Exit(111)
+	}
+	err := runInit(&cfg)
+	fmt.Fprintf(os.Stderr, "sandbox init: %v\n", err)
+	os.Exit(111)
+}
+
+// runInit confines the process (it already runs in fresh pid, mount, ipc
+// and network namespaces) and execs guestd as the namespace's PID 1. It only
+// returns on failure.
+func runInit(cfg *initConfig) error {
+	if err := confine(cfg); err != nil {
+		return err
+	}
+	if err := setLimits(cfg); err != nil {
+		return err
+	}
+	if err := dropPrivileges(cfg); err != nil {
+		return err
+	}
+	// Credential changes clear the parent-death signal; set it again so the
+	// sandbox dies with the provider's process.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("pdeathsig: %w", err)
+	}
+	if err := os.Chdir(sandboxHome); err != nil {
+		return fmt.Errorf("chdir: %w", err)
+	}
+	argv := append([]string{"guestd"}, cfg.Args...)
+	return fmt.Errorf("exec guestd: %w", syscall.Exec(sandboxGuestd, argv, cfg.Env))
+}
+
+// confine builds the sandbox's view of the filesystem: the host read-only,
+// private /run, /home, /tmp, /dev/shm, /dev/pts and /proc, and the sandbox's
+// own directories writable. It also brings up loopback.
+func confine(cfg *initConfig) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make host read-only: %w", err)
+	}
+	tmpfs := func(target, opts string) error {
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("tmpfs %s: %w", target, err)
+		}
+		return nil
+	}
+	bind := func(src, dst string) error {
+		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dst, err)
+		}
+		// A bind of a read-only mount's directory inherits read-only.
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make %s writable: %w", dst, err)
+		}
+		return nil
+	}
+	// /run: the guest socket directory and the guestd binary (bound by
+	// path so it stays reachable once /tmp is replaced).
+	if err := tmpfs("/run", "mode=0755,size=1m"); err != nil {
+		return err
+	}
+	if err := os.Mkdir(sandboxRun, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(sandboxGuestd, nil, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(cfg.Guestd, sandboxGuestd, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind guestd: %w", err)
+	}
+	if err := bind(filepath.Join(cfg.Dir, "run"), sandboxRun); err != nil {
+		return err
+	}
+	// /home: the sandbox's home and workspace only.
+	if err := tmpfs("/home", "mode=0755,size=1m"); err != nil {
+		return err
+	}
+	for _, d := range []struct{ src, dst string }{
+		{"home", sandboxHome}, {"workspace", sandboxWorkspace},
+	} {
+		if err := os.Mkdir(d.dst, 0o755); err != nil {
+			return err
+		}
+		if err := bind(filepath.Join(cfg.Dir, d.src), d.dst); err != nil {
+			return err
+		}
+	}
+	if err := bind(filepath.Join(cfg.Dir, "tmp"), "/tmp"); err != nil {
+		return err
+	}
+	// Cover the provider's state (other sandboxes, snapshots) with nothing.
+	for _, h := range cfg.Hide {
+		if _, err := os.Stat(h); err != nil {
+			continue // already out of sight (under a replaced directory)
+		}
+		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0755"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
+		}
+	}
+	if err := tmpfs("/dev/shm", fmt.Sprintf("mode=1777,size=%d", cfg.ShmSize)); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+		return fmt.Errorf("devpts: %w", err)
+	}
+	if err := unix.Mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind ptmx: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("proc: %w", err)
+	}
+	return loopbackUp()
+}
+
+// loopbackUp sets IFF_UP on "lo", the only interface of the sandbox's
+// network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+func setLimits(cfg *initConfig) error {
+	for _, l := range []struct {
+		res int
+		v   uint64
+	}{{unix.RLIMIT_NOFILE, cfg.NoFile}, {unix.RLIMIT_NPROC, cfg.NProc}, {unix.RLIMIT_CORE, 0}} {
+		if l.v == 0 && l.res != unix.RLIMIT_CORE {
+			continue
+		}
+		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.v, Max: l.v}); err != nil {
+			return fmt.Errorf("rlimit %d: %w", l.res, err)
+		}
+	}
+	return nil
+}
+
+func dropPrivileges(cfg *initConfig) error {
+	if cfg.UID >= 0 {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setgid(cfg.GID); err != nil {
+			return fmt.Errorf("setgid: %w", err)
+		}
+		if err := syscall.Setuid(cfg.UID); err != nil {
+			return fmt.Errorf("setuid: %w", err)
+		}
+	}
+	// No setuid binary inside can regain privileges.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,628 @@
+// Package process is the embedded default pool provider: each sandbox is a
+// process tree on this host in its own pid, mount, ipc and network
+// namespaces (network: loopback only), with a scrubbed environment, rlimits,
+// its own uid, its own writable home, workspace and /tmp, and its own X
+// display. Inside, the host's filesystem is read-only.
+//
+// A sandbox boots by re-executing the current binary as a small init
+// (MaybeRunInit must be called at the top of main and TestMain), which
+// confines itself and execs guestd in session mode as the namespace's PID 1;
+// guestd starts Xvfb and the window manager and answers hello only once the
+// desktop is ready. Killing PID 1 ends the whole sandbox.
+//
+// Snapshots are of the disk tier: the sandbox's writable directories are
+// copied into a snapshot store, and sandboxes restored or forked from it
+// relaunch the apps guestd had recorded. In-memory app state (unsaved text,
+// scroll positions, window placement) is not carried.
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/pool"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configure a Provider. The zero value works where the host allows
+// namespaces and guestd is next to the executable or on PATH.
+type Options struct {
+	// Root is the state directory (sandbox dirs, snapshots, display locks);
+	// default <os.TempDir()>/shinken-process. Providers sharing a Root
+	// cooperate: each reaps only the runs whose owner is gone.
+	Root string
+	// GuestdPath is the guestd binary; default: next to the executable, else PATH.
+	GuestdPath string
+	// DisplayBase and Displays bound the X display numbers handed out
+	// (default 100 and 1000).
+	DisplayBase, Displays int
+	// UIDBase: when running as root, a sandbox's desktop runs as uid/gid
+	// UIDBase+display (default 200000), so sandboxes cannot touch each
+	// other's files and RLIMIT_NPROC counts per sandbox.
+	UIDBase int
+	// NoFile and NProc are the sandbox's RLIMIT_NOFILE and RLIMIT_NPROC
+	// (defaults 4096 and 512; Spec.Pids overrides NProc).
+	NoFile, NProc uint64
+	// ShmBytes sizes the sandbox's private /dev/shm (default 64 MiB).
+	ShmBytes int64
+	// BootTimeout bounds one boot, from start to hello (default 30 s).
+	BootTimeout time.Duration
+	// MaxConcurrentBoots bounds the boots of one Fork (default 4).
+	MaxConcurrentBoots int
+	// AllowUnconfined runs sandboxes as plain process groups when the host
+	// cannot create namespaces, instead of refusing to start. Capabilities
+	// then say Confined=false.
+	AllowUnconfined bool
+	// Logf receives operational messages; default discards.
+	Logf func(format string, args ...any)
+
+	// noNamespaces simulates a host without namespaces (tests).
+	noNamespaces bool
+}
+
+// Provider is the process provider. It implements pool.Provider,
+// pool.Snapshotter and pool.Forker.
+type Provider struct {
+	opts     Options
+	guestd   string
+	runDir   string // this provider's run: sandboxes and snapshots
+	runLock  *os.File
+	confined bool
+	notes    string
+	displays *displays
+	seq      atomic.Uint64
+
+	mu     sync.Mutex
+	boxes  map[string]*box
+	snaps  map[string]string // snapshot id -> dir
+	closed bool
+}
+
+// box is one live (or dying) sandbox.
+type box struct {
+	sb      *pool.Sandbox
+	dir     string
+	display int
+	cmd     *exec.Cmd
+	dead    chan struct{} // closed after the init was reaped
+	pidNS   string        // pid namespace id, "" when unconfined
+	exitErr error         // valid after dead is closed
+}
+
+var _ interface {
+	pool.Provider
+	pool.Snapshotter
+	pool.Forker
+} = (*Provider)(nil)
+
+// New starts a provider: it claims a run directory under Root, reaps the
+// orphans of previous runs whose owner is gone, and checks that the host can
+// confine sandboxes. Without namespaces it fails unless AllowUnconfined.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.Root == "" {
+		opts.Root = filepath.Join(os.TempDir(), "shinken-process")
+	}
+	if opts.DisplayBase == 0 {
+		opts.DisplayBase = 100
+	}
+	if opts.Displays == 0 {
+		opts.Displays = 1000
+	}
+	if opts.UIDBase == 0 {
+		opts.UIDBase = 200000
+	}
+	if opts.NoFile == 0 {
+		opts.NoFile = 4096
+	}
+	if opts.NProc == 0 {
+		opts.NProc = 512
+	}
+	if opts.ShmBytes == 0 {
+		opts.ShmBytes = 64 << 20
+	}
+	if opts.BootTimeout == 0 {
+		opts.BootTimeout = 30 * time.Second
+	}
+	if opts.MaxConcurrentBoots == 0 {
+		opts.MaxConcurrentBoots = 4
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	guestd, err := findGuestd(opts.GuestdPath)
+	if err != nil {
+		return nil, err
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("process: root: %w", err)
+	}
+	opts.Root = root
+	for _, d := range []string{"runs", "displays"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, fmt.Errorf("process: state root: %w", err)
+		}
+	}
+	if n := sweep(ctx, root, opts.Logf); n > 0 {
+		opts.Logf("process: reaped %d orphaned sandbox(es) of previous runs", n)
+	}
+	p := &Provider{
+		opts:     opts,
+		guestd:   guestd,
+		boxes:    make(map[string]*box),
+		snaps:    make(map[string]string),
+		displays: newDisplays(filepath.Join(root, "displays"), opts.DisplayBase, opts.Displays),
+	}
+	if err := p.claimRun(); err != nil {
+		return nil, err
+	}
+	if err := p.probeNamespaces(); err != nil {
+		if !opts.AllowUnconfined {
+			p.releaseRun()
+			return nil, fmt.Errorf("process: this host cannot confine sandboxes (%v); run as root or enable unprivileged user namespaces, or set AllowUnconfined to run them unconfined: %w",
+				err, aci.Errorf(aci.CodeUnsupported, "sandboxes cannot be confined on this host"))
+		}
+		p.notes = "UNCONFINED: the host cannot create namespaces (" + err.Error() + "); sandboxes share the host's filesystem, network and processes. "
+		opts.Logf("process: WARNING: running sandboxes unconfined: %v", err)
+		p.displays.checkHostX = true
+	} else {
+		p.confined = true
+	}
+	p.notes += "disk tier: home, workspace and /tmp are snapshotted and apps recorded by guestd are relaunched on restore/fork; in-memory app state is not carried."
+	return p, nil
+}
+
+// findGuestd resolves the guestd binary.
+func findGuestd(path string) (string, error) {
+	if path == "" {
+		if exe, err := os.Executable(); err == nil {
+			cand := filepath.Join(filepath.Dir(exe), "guestd")
+			if _, err := os.Stat(cand); err == nil {
+				path = cand
+			}
+		}
+	}
+	if path == "" {
+		p, err := exec.LookPath("guestd")
+		if err != nil {
+			return "", fmt.Errorf("process: guestd not found next to the executable or on PATH; set Options.GuestdPath: %w", err)
+		}
+		path = p
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("process: guestd: %w", err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("process: guestd: %w", err)
+	}
+	return abs, nil
+}
+
+// cloneFlags are the namespaces every sandbox gets.
+const cloneFlags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET
+
+// sysProcAttr returns the attributes that start a sandbox init. Without
+// root, a user namespace maps the caller's uid to root inside.
+func sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() != 0 {
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return a
+}
+
+// probeNamespaces starts a trivial process in the sandbox namespaces.
+func (p *Provider) probeNamespaces() error {
+	if p.opts.noNamespaces {
+		return errors.New("namespaces disabled")
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(truePath)
+	cmd.SysProcAttr = sysProcAttr()
+	return cmd.Run()
+}
+
+// Capabilities implements pool.Provider.
+func (p *Provider) Capabilities() pool.Capabilities {
+	return pool.Capabilities{
+		Provider:     "process",
+		SnapshotKind: pool.SnapshotDisk,
+		Snapshot:     true,
+		Restore:      true,
+		Fork:         true,
+		Confined:     p.confined,
+		Notes:        p.notes,
+	}
+}
+
+// Create implements pool.Provider.
+func (p *Provider) Create(ctx context.Context, spec pool.Spec) (*pool.Sandbox, error) {
+	return p.boot(ctx, spec, "")
+}
+
+// Restore implements pool.Snapshotter.
+func (p *Provider) Restore(ctx context.Context, snap string, spec pool.Spec) (*pool.Sandbox, error) {
+	p.mu.Lock()
+	dir, ok := p.snaps[snap]
+	p.mu.Unlock()
+	if !ok {
+		return nil, notFound("snapshot", snap)
+	}
+	return p.boot(ctx, spec, dir)
+}
+
+// Fork implements pool.Forker: n sandboxes restored from snap, booted
+// concurrently (at most MaxConcurrentBoots at once). On any failure the
+// sandboxes already made are destroyed.
+func (p *Provider) Fork(ctx context.Context, snap string, n int, spec pool.Spec) ([]*pool.Sandbox, error) {
+	if n < 1 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "fork: n must be at least 1; got %d", n)
+	}
+	out := make([]*pool.Sandbox, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.opts.MaxConcurrentBoots)
+	for i := range n {
+		g.Go(func() error {
+			sb, err := p.Restore(gctx, snap, spec)
+			out[i] = sb
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, sb := range out {
+			if sb != nil {
+				_ = p.Destroy(context.WithoutCancel(ctx), sb.ID)
+			}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func notFound(what, id string) error {
+	return fmt.Errorf("process: %s %q: %w", what, id, errors.Join(pool.ErrNotFound, aci.Errorf(aci.CodeNotFound, "%s %q not found", what, id)))
+}
+
+// boot starts one sandbox, seeded from the snapshot directory seed when it
+// is not empty, and returns once its guest answered hello.
+func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *pool.Sandbox, err error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, pool.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.BootTimeout)
+	defer cancel()
+
+	display, err := p.displays.acquire()
+	if err != nil {
+		return nil, err
+	}
+	id := fmt.Sprintf("px%s-%d", filepath.Base(p.runDir), p.seq.Add(1))
+	dir := filepath.Join(p.runDir, "sandboxes", id)
+	b := &box{dir: dir, display: display, dead: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			p.teardown(b)
+		}
+	}()
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 && p.confined {
+		uid, gid = p.opts.UIDBase+display, p.opts.UIDBase+display
+	}
+	if err := makeDirs(dir, seed, uid, gid); err != nil {
+		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
+	}
+	cmd, err := p.command(spec, b, seed != "", uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = cmd.Start()
+	logf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("process: start sandbox: %w", err)
+	}
+	b.cmd = cmd
+	if p.confined {
+		b.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
+	}
+	if err := writePidFile(filepath.Join(dir, "pid"), cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	go func() {
+		b.exitErr = cmd.Wait()
+		close(b.dead)
+	}()
+	b.sb = &pool.Sandbox{
+		ID:           id,
+		GuestNetwork: "unix",
+		GuestAddr:    b.guestSock(),
+		Display:      display,
+		Dead:         b.dead,
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, pool.ErrClosed
+	}
+	p.boxes[id] = b
+	p.mu.Unlock()
+
+	if err := awaitHello(ctx, b.sb.GuestAddr, b.dead); err != nil {
+		p.mu.Lock()
+		delete(p.boxes, id)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s", id, err, logTail(filepath.Join(dir, "log")))
+	}
+	return b.sb, nil
+}
+
+// command builds the init's command line.
+func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) (*exec.Cmd, error) {
+	w, h, d := spec.Width, spec.Height, spec.Depth
+	if w == 0 || h == 0 {
+		w, h = 1280, 800
+	}
+	if d == 0 {
+		d = 24
+	}
+	wm := spec.WM
+	if wm == "" {
+		wm = "openbox"
+	}
+	nproc := p.opts.NProc
+	if spec.Pids > 0 {
+		nproc = uint64(spec.Pids)
+	}
+	home, tmp, sock := sandboxHome, "/tmp", sandboxRun+"/guest.sock"
+	if !p.confined {
+		home, tmp, sock = filepath.Join(b.dir, "home"), filepath.Join(b.dir, "tmp"), b.guestSock()
+	}
+	args := []string{"--session",
+		"--display", ":" + strconv.Itoa(b.display),
+		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
+		"--wm", wm,
+		"--listen", "unix:" + sock,
+		"--state", home + "/.shinken",
+	}
+	if relaunch {
+		args = append(args, "--relaunch")
+	}
+	env := []string{
+		"HOME=" + home,
+		"USER=agent",
+		"LOGNAME=agent",
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8",
+		"TMPDIR=" + tmp,
+		"XDG_RUNTIME_DIR=" + tmp + "/runtime",
+		"NO_AT_BRIDGE=1",
+	}
+	if !p.confined {
+		cmd := exec.Command(p.guestd, args...)
+		cmd.Env = env
+		cmd.Dir = home
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd, nil
+	}
+	cfg := initConfig{
+		Guestd:  p.guestd,
+		Args:    args,
+		Env:     env,
+		Dir:     b.dir,
+		Hide:    []string{p.opts.Root},
+		UID:     uid,
+		GID:     gid,
+		NoFile:  p.opts.NoFile,
+		NProc:   nproc,
+		ShmSize: p.opts.ShmBytes,
+	}
+	js, err := json.Marshal(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"shinken-sandbox-init"}
+	cmd.Env = []string{initEnv + "=" + string(js)}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = sysProcAttr()
+	return cmd, nil
+}
+
+// guestSock is the guest socket's host path.
+func (b *box) guestSock() string { return filepath.Join(b.dir, "run", "guest.sock") }
+
+// Destroy implements pool.Provider: it kills the sandbox's PID 1 (the
+// kernel then kills everything in its pid namespace), waits until it is
+// reaped, then frees its display and removes its directory. Unknown ids
+// are not an error.
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	p.mu.Lock()
+	b := p.boxes[id]
+	delete(p.boxes, id)
+	p.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return p.teardownCtx(ctx, b)
+}
+
+// teardown ends b with a fixed deadline (used on boot failure).
+func (p *Provider) teardown(b *box) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.teardownCtx(ctx, b); err != nil {
+		p.opts.Logf("process: teardown %s: %v", b.dir, err)
+	}
+}
+
+func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
+	if b.cmd != nil {
+		pid := b.cmd.Process.Pid
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if !p.confined {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		select {
+		case <-b.dead:
+		case <-ctx.Done():
+			// The display stays reserved: teardown was not confirmed.
+			return fmt.Errorf("process: destroy %s: %w", filepath.Base(b.dir), ctx.Err())
+		}
+		if !p.confined {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			cleanStaleX(os.TempDir(), b.display)
+		}
+	}
+	err := os.RemoveAll(b.dir)
+	p.displays.release(b.display)
+	if err != nil {
+		return fmt.Errorf("process: remove sandbox dir: %w", err)
+	}
+	return nil
+}
+
+// Alive implements pool.Provider.
+func (p *Provider) Alive(ctx context.Context, id string) error {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		return notFound("sandbox", id)
+	}
+	select {
+	case <-b.dead:
+		return fmt.Errorf("process: sandbox %s: init exited (%v): %w", id, b.exitErr,
+			errors.Join(pool.ErrSandboxDied, aci.Errorf(aci.CodeSandboxDied, "sandbox %s died", id)))
+	default:
+		return nil
+	}
+}
+
+// InitPID returns the host pid of a sandbox's PID 1 (guestd), or 0.
+func (p *Provider) InitPID(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.boxes[id]; b != nil && b.cmd != nil {
+		return b.cmd.Process.Pid
+	}
+	return 0
+}
+
+// PIDNamespace returns the sandbox's pid namespace as /proc/<pid>/ns/pid
+// reads ("pid:[…]"), or "" when unknown or unconfined. Tests use it to
+// prove that nothing of a destroyed sandbox is left running.
+func (p *Provider) PIDNamespace(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.boxes[id]; b != nil {
+		return b.pidNS
+	}
+	return ""
+}
+
+// Snapshot implements pool.Snapshotter: the sandbox's home, workspace and
+// /tmp are copied (sockets and X locks skipped) into the snapshot store.
+func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		return "", notFound("sandbox", id)
+	}
+	snap := fmt.Sprintf("snap-%d", p.seq.Add(1))
+	dir := filepath.Join(p.runDir, "snapshots", snap)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
+	}
+	for _, d := range writableDirs {
+		if err := copyTree(ctx, filepath.Join(b.dir, d), filepath.Join(dir, d), -1, -1); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("process: snapshot %s: %w", id, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = os.RemoveAll(dir)
+		return "", pool.ErrClosed
+	}
+	p.snaps[snap] = dir
+	return snap, nil
+}
+
+// DeleteSnapshot implements pool.Snapshotter.
+func (p *Provider) DeleteSnapshot(ctx context.Context, snap string) error {
+	p.mu.Lock()
+	dir, ok := p.snaps[snap]
+	delete(p.snaps, snap)
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("process: delete snapshot: %w", err)
+	}
+	return nil
+}
+
+// Close implements pool.Provider: every sandbox is destroyed, every
+// snapshot removed, and the run directory released.
+func (p *Provider) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	boxes := p.boxes
+	p.boxes = map[string]*box{}
+	p.snaps = map[string]string{}
+	p.mu.Unlock()
+	var errs []error
+	for _, b := range boxes {
+		if err := p.teardownCtx(ctx, b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		p.releaseRun()
+	}
+	return errors.Join(errs...)
+}
+
+// logTail returns the end of a sandbox's log, for boot errors.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 800 {
+		b = b[len(b)-800:]
+	}
+	return "; log: " + strings.TrimSpace(string(b))
+}

@@ -1,0 +1,225 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/pooltest"
+)
+
+// guestdPath is built once by TestMain; "" with skipReason set when the
+// tests cannot run here.
+var guestdPath, skipReason string
+
+func TestMain(m *testing.M) {
+	MaybeRunInit()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if _, err := exec.LookPath("Xvfb"); err != nil {
+		skipReason = "Xvfb not on PATH (apt-get install xvfb)"
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "process-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	guestdPath, err = pooltest.BuildGuestd(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func needX(t testing.TB) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
+func newTestProvider(t testing.TB, opts Options) *Provider {
+	t.Helper()
+	needX(t)
+	if opts.Root == "" {
+		opts.Root = t.TempDir()
+	}
+	opts.GuestdPath = guestdPath
+	opts.Logf = t.Logf
+	p, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+func TestProviderSuite(t *testing.T) {
+	pooltest.ProviderSuite(t, func(t *testing.T) pool.Provider { return newTestProvider(t, Options{}) })
+}
+
+// nsProcs lists the host pids whose pid namespace is ns.
+func nsProcs(ns string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); err == nil && l == ns {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestGuestdKilledNoLeak(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	ctx := context.Background()
+	sb := pooltest.Create(t, p)
+	ns := p.PIDNamespace(sb.ID)
+	if ns == "" {
+		t.Fatalf("PIDNamespace empty for a confined sandbox")
+	}
+	if n := len(nsProcs(ns)); n < 3 {
+		t.Fatalf("processes in the sandbox = %d; want at least guestd, Xvfb, WM", n)
+	}
+	if err := syscall.Kill(p.InitPID(sb.ID), syscall.SIGKILL); err != nil {
+		t.Fatalf("kill guestd: %v", err)
+	}
+	pooltest.AwaitDead(t, sb)
+	err := p.Alive(ctx, sb.ID)
+	if !errors.Is(err, pool.ErrSandboxDied) || aci.CodeOf(err) != aci.CodeSandboxDied {
+		t.Fatalf("Alive after guestd died = %v; want ErrSandboxDied with code sandbox_died", err)
+	}
+	dir := filepath.Dir(sb.GuestAddr)
+	if err := p.Destroy(ctx, sb.ID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if left := nsProcs(ns); len(left) > 0 {
+		t.Fatalf("processes left in the dead sandbox's namespace: %v", left)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("sandbox dir after Destroy: stat err = %v; want not exist", err)
+	}
+	if len(p.displays.held) != 0 {
+		t.Fatalf("displays held after Destroy = %d; want 0", len(p.displays.held))
+	}
+}
+
+func TestDisplaysNotSharedAcrossProviders(t *testing.T) {
+	root := t.TempDir()
+	a := newTestProvider(t, Options{Root: root})
+	b := newTestProvider(t, Options{Root: root})
+	sa, sb := pooltest.Create(t, a), pooltest.Create(t, b)
+	if sa.Display == sb.Display {
+		t.Fatalf("two providers on one root both got display %d", sa.Display)
+	}
+}
+
+func TestSweepReapsOrphans(t *testing.T) {
+	needX(t)
+	root := t.TempDir()
+	// A run whose owner is gone: its lock is free, a process is recorded.
+	orphan := exec.Command("sleep", "300")
+	orphan.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- orphan.Wait() }()
+	t.Cleanup(func() { _ = orphan.Process.Kill() })
+	sbDir := filepath.Join(root, "runs", "dead", "sandboxes", "x")
+	if err := os.MkdirAll(sbDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePidFile(filepath.Join(sbDir, "pid"), orphan.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "runs", "dead.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A live run of another provider must be left alone.
+	live := newTestProvider(t, Options{Root: root})
+	liveSb := pooltest.Create(t, live)
+
+	newTestProvider(t, Options{Root: root})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("orphan %d still running after the start-up sweep", orphan.Process.Pid)
+	}
+	if _, err := os.Stat(filepath.Join(root, "runs", "dead")); !os.IsNotExist(err) {
+		t.Errorf("orphaned run dir: stat err = %v; want not exist", err)
+	}
+	if err := live.Alive(context.Background(), liveSb.ID); err != nil {
+		t.Errorf("live provider's sandbox after another's sweep: Alive = %v; want nil", err)
+	}
+}
+
+func TestCleanStaleX(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".X11-unix"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A pid that cannot be alive.
+	os.WriteFile(filepath.Join(dir, ".X7-lock"), []byte("  4194304\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, ".X11-unix", "X7"), nil, 0o644)
+	if !cleanStaleX(dir, 7) {
+		t.Fatalf("cleanStaleX with a dead owner = false; want true")
+	}
+	for _, f := range []string{".X7-lock", ".X11-unix/X7"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s after cleanStaleX: stat err = %v; want not exist", f, err)
+		}
+	}
+	// A live owner keeps its display.
+	os.WriteFile(filepath.Join(dir, ".X8-lock"), fmt.Appendf(nil, "%10d\n", os.Getpid()), 0o644)
+	if cleanStaleX(dir, 8) {
+		t.Errorf("cleanStaleX with a live owner = true; want false")
+	}
+}
+
+func TestUnconfinedRefusedUnlessAllowed(t *testing.T) {
+	needX(t)
+	_, err := New(context.Background(), Options{Root: t.TempDir(), GuestdPath: guestdPath, noNamespaces: true})
+	if err == nil || aci.CodeOf(err) != aci.CodeUnsupported || !strings.Contains(err.Error(), "AllowUnconfined") {
+		t.Fatalf("New without namespaces = %v; want an unsupported error naming AllowUnconfined", err)
+	}
+	p := newTestProvider(t, Options{noNamespaces: true, AllowUnconfined: true})
+	caps := p.Capabilities()
+	if caps.Confined || !strings.Contains(caps.Notes, "UNCONFINED") {
+		t.Fatalf("Capabilities = %+v; want Confined=false and a note saying UNCONFINED", caps)
+	}
+	sb := pooltest.Create(t, p)
+	c := pooltest.Dial(t, sb)
+	pooltest.MustSh(t, c, "true")
+	pgid := p.InitPID(sb.ID)
+	if err := p.Destroy(context.Background(), sb.ID); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	pooltest.Eventually(t, 10*time.Second, "unconfined sandbox's process group gone", func() bool {
+		return syscall.Kill(-pgid, 0) != nil
+	})
+}
