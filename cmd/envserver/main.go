@@ -1,0 +1,109 @@
+// Command envserver serves Shinken's trainer-facing API over a warm pool of
+// Linux desktop sandboxes.
+//
+//	envserver --pool 4                       # loopback, process provider
+//	envserver --listen 0.0.0.0:8700 --token $T --provider docker
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/pool/process"
+)
+
+func main() {
+	// A sandbox's init re-executes this binary; it never returns from here.
+	process.MaybeRunInit()
+
+	configPath := flag.String("config", "", "config file (JSON); the shipped configs/envserver.json is the default")
+	listen := flag.String("listen", "", "address to serve on (default from config: 127.0.0.1:8700)")
+	poolN := flag.Int("pool", -1, "warm sandboxes kept ahead")
+	provider := flag.String("provider", "", "sandbox provider: process or docker")
+	token := flag.String("token", "", "bearer token clients must send (required beyond loopback; default $SHINKEN_TOKEN)")
+	tasks := flag.String("tasks", "", "task directory (default: the shipped suite)")
+	state := flag.String("state", "", "state directory: trajectories, frames, sandboxes")
+	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
+	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
+	quiet := flag.Bool("quiet", false, "log only errors")
+	flag.Parse()
+
+	cfg, err := configs.LoadServer(*configPath)
+	if err != nil {
+		log.Fatalf("envserver: %v", err)
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *poolN >= 0 {
+		cfg.Pool = *poolN
+	}
+	if *provider != "" {
+		cfg.Provider = *provider
+	}
+	if *token != "" {
+		cfg.Token = *token
+	} else if t := os.Getenv("SHINKEN_TOKEN"); t != "" && cfg.Token == "" {
+		cfg.Token = t
+	}
+	if *tasks != "" {
+		cfg.Tasks = *tasks
+	}
+	if *state != "" {
+		cfg.State = *state
+	}
+	logf := log.Printf
+	if *quiet {
+		logf = func(string, ...any) {}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: *guestd, Logf: logf})
+	if err != nil {
+		log.Fatalf("envserver: %v", err)
+	}
+	if err := st.Serve(cfg.Listen, cfg.Token); err != nil {
+		st.Close(context.Background())
+		log.Fatalf("envserver: %v", err)
+	}
+	caps := st.Pool.Capabilities()
+	log.Printf("envserver: serving %s (provider %s, pool %d, snapshot %s, confined %v, %d tasks)",
+		st.URL, caps.Provider, cfg.Pool, caps.SnapshotKind, caps.Confined, len(st.Tasks))
+	if caps.Notes != "" {
+		log.Printf("envserver: provider notes: %s", caps.Notes)
+	}
+	if *addrFile != "" {
+		if err := writeAtomic(*addrFile, st.URL+"\n"); err != nil {
+			log.Printf("envserver: %v", err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		log.Printf("envserver: shutting down")
+	case err := <-st.Done():
+		log.Printf("envserver: serve: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := st.Close(sctx); err != nil {
+		log.Printf("envserver: shutdown: %v", err)
+	}
+}
+
+// writeAtomic writes a small file so that a reader never sees it half written.
+func writeAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("addr file: %w", err)
+	}
+	return os.Rename(tmp, path)
+}

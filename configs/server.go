@@ -1,0 +1,89 @@
+package configs
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+//go:embed envserver.json
+var defaultServer []byte
+
+// Server is envserver's configuration file (configs/envserver.json is the
+// documented default; command-line flags override it).
+type Server struct {
+	Listen             string      `json:"listen"`               // host:port; loopback unless a token is set
+	Token              string      `json:"token,omitempty"`      // bearer token; required beyond loopback
+	Provider           string      `json:"provider"`             // process | docker
+	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
+	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
+	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
+	LeaseTimeout       Duration    `json:"lease_timeout"`        // wait for a free sandbox before pool_exhausted
+	State              string      `json:"state"`                // trajectories, frames and sandbox state live here
+	RecordFrames       bool        `json:"record_frames"`        // store observed frames beside trajectories
+	MaxEpisodes        int         `json:"max_episodes"`         // trajectories kept on disk (oldest dropped)
+	MaxBatch           int         `json:"max_batch"`            // envs per request
+	MaxBodyBytes       int         `json:"max_body_bytes"`       // request body cap
+	FrameCacheBytes    int64       `json:"frame_cache_bytes"`    // shared frame cache bound
+	Concurrency        int         `json:"concurrency"`          // envs worked on at once
+	IdleTTL            Duration    `json:"idle_ttl"`             // close envs idle this long
+	StepTimeout        Duration    `json:"step_timeout"`         // one env's step
+	ResetTimeout       Duration    `json:"reset_timeout"`        // one env's reset (lease + setup)
+	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
+	Observe            aci.Observe `json:"observe"`              // default observation
+	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
+}
+
+// Duration is a time.Duration written as "30s" in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON parses a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// LoadServer reads a server config: the shipped default, overlaid by the file
+// at path when path is not empty.
+func LoadServer(path string) (*Server, error) {
+	var c Server
+	if err := json.Unmarshal(defaultServer, &c); err != nil {
+		return nil, fmt.Errorf("default config: %w", err)
+	}
+	if path == "" {
+		return &c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// ParseScreen splits "1280x800x24" into width, height and depth.
+func ParseScreen(s string) (w, h, d int, err error) {
+	d = 24
+	n, _ := fmt.Sscanf(s, "%dx%dx%d", &w, &h, &d)
+	if n < 2 || w < 64 || h < 64 || w > 8192 || h > 8192 {
+		return 0, 0, 0, fmt.Errorf("screen %q: want WIDTHxHEIGHT[xDEPTH]", s)
+	}
+	return w, h, d, nil
+}

@@ -1,0 +1,331 @@
+package envserver_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/servertest"
+	"github.com/shinken-rl/shinken/pool/process"
+	"github.com/shinken-rl/shinken/trajectory"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestMain(m *testing.M) { servertest.Main(m) }
+
+var (
+	sharedOnce sync.Once
+	shared     *servertest.Server
+)
+
+// server returns one server shared by the end-to-end tests of this file:
+// booting sandboxes is the slow part, and the tests use separate envs.
+func server(t *testing.T) *servertest.Server {
+	sharedOnce.Do(func() { shared = servertest.Start(&keepAlive{T: t}, servertest.Options{Pool: 3}) })
+	if shared == nil {
+		t.Skip("no server")
+	}
+	return shared
+}
+
+// keepAlive lets the shared server outlive the test that started it; the
+// process ends when the tests do, and the provider's next start sweeps.
+type keepAlive struct{ *testing.T }
+
+func (k *keepAlive) Cleanup(func()) {}
+
+func reset(t *testing.T, s *servertest.Server, req api.ResetRequest) *api.BatchReply {
+	t.Helper()
+	var r api.BatchReply
+	if _, _, err := s.Call("/v1/reset", req, &r); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if len(r.Results) != len(req.Envs) {
+		t.Fatalf("reset: got %d results; want %d", len(r.Results), len(req.Envs))
+	}
+	return &r
+}
+
+func step(t *testing.T, s *servertest.Server, req api.StepRequest) *api.BatchReply {
+	t.Helper()
+	var r api.BatchReply
+	if _, _, err := s.Call("/v1/step", req, &r); err != nil {
+		t.Fatalf("step: %v", err)
+	}
+	return &r
+}
+
+func closeEnvs(s *servertest.Server, ids ...string) {
+	s.Call("/v1/close", api.CloseRequest{EnvIDs: ids}, nil)
+}
+
+// play runs each env's script in lockstep batches and returns each env's
+// final reward, terminated flag and exit reason.
+func play(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action) (rewards []float64, reasons []string) {
+	t.Helper()
+	rewards = make([]float64, len(envs))
+	reasons = make([]string, len(envs))
+	for k := 0; ; k++ {
+		var req api.StepRequest
+		var idx []int
+		for i, sc := range scripts {
+			if k < len(sc) {
+				req.Steps = append(req.Steps, api.StepEnv{EnvID: envs[i], Actions: sc[k]})
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return rewards, reasons
+		}
+		r := step(t, s, req)
+		for j, res := range r.Results {
+			i := idx[j]
+			if res.Error != nil {
+				t.Fatalf("env %s step %d: %v", envs[i], k, res.Error)
+			}
+			if res.Info != nil && res.Info.Error != nil {
+				t.Errorf("env %s step %d: agent error %v", envs[i], k, res.Info.Error)
+			}
+			if res.Obs == nil || len(res.Obs.Frame) != 32 {
+				t.Errorf("env %s step %d: bad observation %+v", envs[i], k, res.Obs)
+			} else if _, ok := r.Frames[res.Obs.Frame]; !ok {
+				t.Errorf("env %s step %d: frame %s not in reply", envs[i], k, res.Obs.Frame)
+			}
+			if res.Terminated || res.Truncated {
+				rewards[i], reasons[i] = res.Reward, res.Info.ExitReason
+			}
+		}
+	}
+}
+
+// TestTaskSuite runs every shipped task's reference solution (reward 1) and
+// wrong solution (reward 0), all envs of a round in one batch.
+func TestTaskSuite(t *testing.T) {
+	s := server(t)
+	ids := s.Tasks.IDs()
+	for _, round := range []struct {
+		name   string
+		want   float64
+		script func(*configs.Task) [][]aci.Action
+	}{
+		{"solution", 1, func(t *configs.Task) [][]aci.Action { return t.Solution }},
+		{"wrong", 0, func(t *configs.Task) [][]aci.Action { return t.Wrong }},
+	} {
+		t.Run(round.name, func(t *testing.T) {
+			var req api.ResetRequest
+			for _, id := range ids {
+				req.Envs = append(req.Envs, api.ResetEnv{Task: id})
+			}
+			r := reset(t, s, req)
+			envs := make([]string, len(ids))
+			scripts := make([][][]aci.Action, len(ids))
+			for i, res := range r.Results {
+				if res.Error != nil {
+					t.Fatalf("reset %s: %v", ids[i], res.Error)
+				}
+				envs[i], scripts[i] = res.EnvID, round.script(s.Tasks[ids[i]])
+			}
+			defer closeEnvs(s, envs...)
+			rewards, reasons := play(t, s, envs, scripts)
+			for i, id := range ids {
+				if rewards[i] != round.want || reasons[i] != string(trajectory.TaskComplete) {
+					t.Errorf("task %s: got reward %v exit %q; want %v task_complete", id, rewards[i], reasons[i], round.want)
+				}
+			}
+		})
+	}
+}
+
+// TestEpisodeRecorded checks the trajectory behind a finished episode.
+func TestEpisodeRecorded(t *testing.T) {
+	s := server(t)
+	task := s.Tasks["xterm-hello-file"]
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: task.ID}}})
+	env, epID := r.Results[0].EnvID, r.Results[0].EpisodeID
+	defer closeEnvs(s, env)
+	for i, acts := range task.Solution {
+		tok := &api.Tokens{PromptIDs: []int{1, 2, i}, ResponseIDs: []int{7, 8}, ResponseLogprobs: []float64{-0.5, -0.25}}
+		step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: acts, Tokens: tok}}})
+	}
+	var tr trajectory.Trajectory
+	if err := msgpack.Unmarshal([]byte(getBody(t, s, "/v1/episodes/"+epID)), &tr); err != nil {
+		t.Fatalf("episode: %v", err)
+	}
+	tp := &tr
+	if tp.ExitReason != trajectory.TaskComplete || tp.Reward != 1 || len(tp.Steps) != len(task.Solution) {
+		t.Fatalf("got exit %q reward %v steps %d; want task_complete 1 %d", tp.ExitReason, tp.Reward, len(tp.Steps), len(task.Solution))
+	}
+	if got := tp.Steps[1].ResponseLogprobs; len(got) != 2 || got[1] != -0.25 {
+		t.Errorf("logprobs: got %v; want [-0.5 -0.25]", got)
+	}
+	if tp.Steps[2].PromptIDs[2] != 2 {
+		t.Errorf("prompt ids: got %v; want [1 2 2]", tp.Steps[2].PromptIDs)
+	}
+	var again api.BatchReply
+	_, _, err = s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Wait, MS: 1}}}}, &again)
+	if err != nil || again.Results[0].Error == nil || again.Results[0].Error.Code != aci.CodeEpisodeOver {
+		t.Errorf("step after done: got %+v, %v; want episode_over in the slot", again.Results, err)
+	}
+}
+
+// TestForkAndSharedCache forks an env after it wrote a file: every child sees
+// the file, children are isolated from each other, and the N children cost
+// one encode through the shared frame cache.
+func TestForkAndSharedCache(t *testing.T) {
+	s := server(t)
+	task := s.Tasks["xterm-hello-file"]
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: task.ID}}})
+	parent := r.Results[0].EnvID
+	defer closeEnvs(s, parent)
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Actions: task.Solution[0]}}})
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Actions: task.Solution[1]}}})
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Action: &aci.Action{Verb: aci.Wait, MS: 300}}}})
+
+	before := metric(t, s, `shinken_frames_total{result="encoded"}`)
+	const n = 4
+	var fr api.BatchReply
+	if _, _, err := s.Call("/v1/fork", api.ForkRequest{EnvID: parent, N: n}, &fr); err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	var kids []string
+	for _, res := range fr.Results {
+		if res.Error != nil {
+			t.Fatalf("fork child: %v", res.Error)
+		}
+		if res.Info.ForkOf != parent {
+			t.Errorf("fork_of: got %q; want %q", res.Info.ForkOf, parent)
+		}
+		kids = append(kids, res.EnvID)
+	}
+	defer closeEnvs(s, kids...)
+	if len(kids) != n {
+		t.Fatalf("got %d children; want %d", len(kids), n)
+	}
+	if enc := metric(t, s, `shinken_frames_total{result="encoded"}`) - before; enc > 1 {
+		t.Errorf("forking %d replicas encoded %v frames; want at most 1 (shared cache)", n, enc)
+	}
+	if len(fr.Frames) > 1 {
+		t.Errorf("fork reply carries %d frames; want the one they share", len(fr.Frames))
+	}
+	// Child 1 deletes the file; child 0 must still see it.
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: kids[1], Actions: []aci.Action{
+		{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: "rm ~/hello.txt"}, {Verb: aci.Key, Keys: "Return"}, {Verb: aci.Wait, MS: 300}}}}})
+	done := step(t, s, api.StepRequest{Steps: []api.StepEnv{
+		{EnvID: kids[0], Action: &aci.Action{Verb: aci.Done}}, {EnvID: kids[1], Action: &aci.Action{Verb: aci.Done}}}})
+	if got := done.Results[0].Reward; got != 1 {
+		t.Errorf("child 0 reward: got %v; want 1 (inherits the parent's file)", got)
+	}
+	if got := done.Results[1].Reward; got != 0 {
+		t.Errorf("child 1 reward: got %v; want 0 (deleted its own copy)", got)
+	}
+}
+
+// TestBatchWithDeadSandbox kills one env's sandbox; its slot says
+// sandbox_died and the others step normally.
+func TestBatchWithDeadSandbox(t *testing.T) {
+	s := server(t)
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}, {Task: "xterm-hello-file"}, {Task: "xterm-hello-file"}}})
+	var envs []string
+	for _, res := range r.Results {
+		envs = append(envs, res.EnvID)
+	}
+	defer closeEnvs(s, envs...)
+	sb, ok := s.Server.EnvSandbox(envs[1])
+	if !ok {
+		t.Fatal("no sandbox for env 1")
+	}
+	pid := s.Provider.(*process.Provider).InitPID(sb)
+	if pid <= 0 {
+		t.Fatalf("no init pid for sandbox %s", sb)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var req api.StepRequest
+	for _, e := range envs {
+		req.Steps = append(req.Steps, api.StepEnv{EnvID: e, Action: &aci.Action{Verb: aci.Move, Target: aci.Px(10, 10)}})
+	}
+	out := step(t, s, req)
+	for i, res := range out.Results {
+		if i == 1 {
+			if res.Error == nil || res.Error.Code != aci.CodeSandboxDied {
+				t.Errorf("killed env: got error %v; want sandbox_died", res.Error)
+			}
+			continue
+		}
+		if res.Error != nil || res.Obs == nil {
+			t.Errorf("env %d: got error %v obs %v; want a normal step", i, res.Error, res.Obs)
+		}
+	}
+	// The dead env can be reset onto a fresh sandbox.
+	rr := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{EnvID: envs[1], Task: "xterm-hello-file"}}})
+	if rr.Results[0].Error != nil {
+		t.Errorf("reset after death: %v", rr.Results[0].Error)
+	}
+}
+
+// TestHaveSkipsFrames: a frame the client lists in have is not sent again.
+func TestHaveSkipsFrames(t *testing.T) {
+	s := server(t)
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-count-lines"}}})
+	env, frame := r.Results[0].EnvID, r.Results[0].Obs.Frame
+	defer closeEnvs(s, env)
+	if len(r.Frames[frame]) == 0 {
+		t.Fatal("reset reply lacks its frame")
+	}
+	wait := &aci.Action{Verb: aci.Wait, MS: 1}
+	var without, with api.BatchReply
+	_, bytesWithout, err := s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: wait}}}, &without)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bytesWith, err := s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: wait}}, Have: []string{frame}}, &with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.Results[0].Obs.Frame != frame || without.Results[0].Obs.Frame != frame {
+		t.Fatalf("screen changed on wait: %s, %s, %s", frame, without.Results[0].Obs.Frame, with.Results[0].Obs.Frame)
+	}
+	if len(with.Frames) != 0 {
+		t.Errorf("with have: got %d frames; want 0", len(with.Frames))
+	}
+	if len(without.Frames) != 1 || bytesWith >= bytesWithout/10 {
+		t.Errorf("bytes: %d with have, %d without; want the frame sent only without", bytesWith, bytesWithout)
+	}
+	t.Logf("step reply: %d bytes without have, %d with", bytesWithout, bytesWith)
+}
+
+func metric(t *testing.T, s *servertest.Server, series string) float64 {
+	t.Helper()
+	body := getBody(t, s, "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			var v float64
+			fmt.Sscan(strings.TrimPrefix(line, series+" "), &v)
+			return v
+		}
+	}
+	return 0
+}
+
+// getBody GETs path and returns the body, failing the test on a non-200.
+func getBody(t *testing.T, s *servertest.Server, path string) string {
+	t.Helper()
+	resp, err := http.Get(s.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: status %d, %v: %.200s", path, resp.StatusCode, err, b)
+	}
+	return string(b)
+}

@@ -1,0 +1,68 @@
+package envserver
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// metrics are the server's Prometheus series. Labels are bounded: routes,
+// outcomes (the closed set of error codes plus "ok") and fixed states.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests   *prometheus.CounterVec   // route, code
+	resets     *prometheus.CounterVec   // outcome
+	steps      *prometheus.CounterVec   // outcome
+	forks      *prometheus.CounterVec   // outcome
+	stepSecs   prometheus.Histogram     // one env's step, server side
+	reqSecs    *prometheus.HistogramVec // route
+	frames     *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
+	framesSent *prometheus.CounterVec   // result: sent|skipped_have
+	bytesSent  prometheus.Counter
+	episodes   *prometheus.CounterVec // exit_reason
+}
+
+func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	m.resets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_resets_total", Help: "Env resets by outcome (ok or error code)."}, []string{"outcome"})
+	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok or error code)."}, []string{"outcome"})
+	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
+	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}})
+	m.reqSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shinken_request_seconds", Help: "HTTP request latency by route.",
+		Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30}}, []string{"route"})
+	m.frames = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_total", Help: "Observations by how their bytes were obtained: encoded (guest encoded them), not_modified (guest skipped the encode), cache_hit / cache_miss (shared frame cache lookups)."}, []string{"result"})
+	m.framesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_sent_total", Help: "Frames per reply: sent, or skipped because the client listed them in have."}, []string{"result"})
+	m.bytesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_bytes_sent_total", Help: "Response body bytes sent."})
+	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
+	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+		f(c)
+	}
+	poolGauge := func(state string, v func(pool.Stats) int) {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_sandboxes", Help: "Sandboxes by state.", ConstLabels: prometheus.Labels{"state": state}},
+			func() float64 { return float64(v(p.Stats())) }))
+	}
+	poolGauge("warm", func(s pool.Stats) int { return s.Warm })
+	poolGauge("leased", func(s pool.Stats) int { return s.Leased })
+	poolGauge("booting", func(s pool.Stats) int { return s.Booting })
+	poolGauge("replica", func(s pool.Stats) int { return s.Replicas })
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_deaths_total", Help: "Sandboxes that died (Xvfb, WM or guestd gone)."},
+		func() float64 { return float64(p.Stats().Deaths) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boots_total", Help: "Sandboxes booted (cold, restored or forked)."},
+		func() float64 { return float64(p.Stats().Boots) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_envs", Help: "Open envs."}, func() float64 { return float64(envCount()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frame_cache_bytes", Help: "Bytes held by the shared frame cache."},
+		func() float64 { _, b := cache.stats(); return float64(b) }))
+	f(prometheus.NewGoCollector())
+	return m
+}
+
+// outcome is the bounded label for a result: "ok" or its error code.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return string(codeOf(err))
+}

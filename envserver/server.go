@@ -1,0 +1,428 @@
+// Package envserver is the server a trainer talks to: batch reset/step/fork
+// over fasthttp with msgpack (or JSON) bodies, envs leased from a warm pool,
+// tasks with setup and verifiers, one frame cache shared by every env,
+// recorded trajectories and Prometheus metrics (DESIGN.md, "Trainer-facing API").
+package envserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/trajectory"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// Config configures a Server. Zero values take the defaults documented on
+// each field.
+type Config struct {
+	Pool  *pool.Pool        // required
+	Tasks configs.Tasks     // required
+	Store *trajectory.Store // nil: trajectories are kept in memory only
+
+	Token           string        // bearer token; required to listen beyond loopback
+	MaxBatch        int           // envs per request; default 64
+	MaxBodyBytes    int           // request body cap; default 8 MiB
+	FrameCacheBytes int64         // shared frame cache bound; default 256 MiB
+	Concurrency     int           // envs worked on at once across requests; default 32
+	IdleTTL         time.Duration // an env untouched this long is closed; default 10 min
+	StepTimeout     time.Duration // one env's step (actions + observe); default 60 s
+	ResetTimeout    time.Duration // one env's reset (lease + setup + observe); default 120 s
+	RecordFrames    bool          // store every observed frame with the trajectory
+	DefaultObserve  api.Observe   // used when a request carries none; default png
+	PoolSize        int           // the pool's warm size, as /v1/spec reports it
+	Logf            func(format string, args ...any)
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 64
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	if c.FrameCacheBytes <= 0 {
+		c.FrameCacheBytes = 256 << 20
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
+	}
+	if c.IdleTTL <= 0 {
+		c.IdleTTL = 10 * time.Minute
+	}
+	if c.StepTimeout <= 0 {
+		c.StepTimeout = 60 * time.Second
+	}
+	if c.ResetTimeout <= 0 {
+		c.ResetTimeout = 120 * time.Second
+	}
+	if c.DefaultObserve.Format == "" {
+		c.DefaultObserve.Format = aci.FormatPNG
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+}
+
+// Server serves the trainer-facing API. Create it with New, run it with
+// Serve, end it with Shutdown.
+type Server struct {
+	cfg     Config
+	pool    *pool.Pool
+	cache   *frameCache
+	m       *metrics
+	sem     chan struct{} // bounds envs worked on at once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	http    *fasthttp.Server
+	metrics fasthttp.RequestHandler
+
+	mu       sync.Mutex
+	envs     map[string]*env
+	episodes map[string]*episode // live and recently finished, by episode id
+	wg       sync.WaitGroup      // background goroutines
+}
+
+// New builds a server over a running pool.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("envserver: config needs a pool")
+	}
+	if len(cfg.Tasks) == 0 {
+		return nil, errors.New("envserver: config needs at least one task")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:      cfg,
+		pool:     cfg.Pool,
+		cache:    newFrameCache(cfg.FrameCacheBytes),
+		sem:      make(chan struct{}, cfg.Concurrency),
+		ctx:      ctx,
+		cancel:   cancel,
+		envs:     map[string]*env{},
+		episodes: map[string]*episode{},
+	}
+	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
+	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	s.http = &fasthttp.Server{
+		Handler:            s.handle,
+		Name:               "shinken",
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadTimeout:        5 * time.Minute,
+		WriteTimeout:       5 * time.Minute,
+		IdleTimeout:        10 * time.Minute,
+		ErrorHandler:       s.handleParseError,
+		NoDefaultDate:      true,
+	}
+	s.wg.Add(1)
+	go s.reapIdle()
+	return s, nil
+}
+
+// CheckListen refuses a non-loopback address when no token is configured.
+func CheckListen(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if token == "" {
+		return fmt.Errorf("refusing to listen on %q without a token: pass --token (or bind 127.0.0.1)", addr)
+	}
+	return nil
+}
+
+// Serve answers requests on ln until Shutdown. It refuses a non-loopback
+// listener when no token is configured.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := CheckListen(ln.Addr().String(), s.cfg.Token); err != nil {
+		return err
+	}
+	return s.http.Serve(ln)
+}
+
+// Handler is the request handler, for serving on a listener of one's own.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+// Shutdown stops accepting requests, waits for those in flight (bounded by
+// ctx), closes every env (saving its trajectory) and joins the goroutines the
+// server started. The pool is the caller's to close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.ShutdownWithContext(ctx)
+	s.cancel()
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.envs))
+	for id := range s.envs {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.closeEnv(ctx, id, "server shutdown")
+	}
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) envCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.envs)
+}
+
+// reapIdle closes envs whose client has gone quiet for IdleTTL.
+func (s *Server) reapIdle() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.cfg.IdleTTL / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cutoff := time.Now().Add(-s.cfg.IdleTTL).UnixNano()
+		var idle []string
+		s.mu.Lock()
+		for id, e := range s.envs {
+			if e.lastUsed.Load() < cutoff {
+				idle = append(idle, id)
+			}
+		}
+		s.mu.Unlock()
+		for _, id := range idle {
+			s.cfg.Logf("envserver: closing env %s: idle for %s", id, s.cfg.IdleTTL)
+			s.closeEnv(s.ctx, id, "idle")
+		}
+	}
+}
+
+// codeOf maps any error to its wire code: the one table from internal errors
+// to codes.
+func codeOf(err error) aci.Code {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, pool.ErrExhausted):
+		return aci.CodePoolExhausted
+	case errors.Is(err, pool.ErrSandboxDied):
+		return aci.CodeSandboxDied
+	case errors.Is(err, pool.ErrUnsupported):
+		return aci.CodeUnsupported
+	case errors.Is(err, pool.ErrNotFound), errors.Is(err, trajectory.ErrNotFound):
+		return aci.CodeNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return aci.CodeTimeout
+	case errors.Is(err, pool.ErrClosed), errors.Is(err, context.Canceled):
+		return aci.CodeUnsupported
+	}
+	return aci.CodeOf(err)
+}
+
+// wireError turns any error into its wire form through codeOf.
+func wireError(err error) *aci.Error {
+	if err == nil {
+		return nil
+	}
+	var e *aci.Error
+	if errors.As(err, &e) && codeOf(err) == e.Code {
+		return e
+	}
+	return &aci.Error{Code: codeOf(err), Message: err.Error()}
+}
+
+// ---- HTTP ----
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	path := string(ctx.Path())
+	route := routeOf(path)
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logf("envserver: panic serving %s: %v", path, r)
+			s.writeError(ctx, codecFor(ctx.Request.Header.ContentType()), aci.Errorf(aci.CodeInternal, "internal error"))
+		}
+		s.m.requests.WithLabelValues(route, fmt.Sprint(ctx.Response.StatusCode())).Inc()
+		s.m.reqSecs.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		s.m.bytesSent.Add(float64(len(ctx.Response.Body())))
+	}()
+	if route == "healthz" {
+		ctx.SetContentType("text/plain")
+		ctx.SetBodyString("ok")
+		return
+	}
+	c := codecFor(ctx.Request.Header.ContentType())
+	if !ctx.IsPost() && !ctx.IsGet() {
+		s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "method %s not allowed", ctx.Method()))
+		return
+	}
+	if !s.authorized(ctx) {
+		s.writeError(ctx, c, aci.Errorf(aci.CodeUnauthorized, "missing or wrong bearer token"))
+		return
+	}
+	if ctx.IsGet() && ctx.Request.Header.Peek("Accept") != nil && strings.Contains(string(ctx.Request.Header.Peek("Accept")), "json") {
+		c = codecJSON
+	}
+	switch route {
+	case "metrics":
+		s.metrics(ctx)
+	case "spec":
+		s.writeReply(ctx, c, s.spec())
+	case "episodes":
+		id := strings.TrimPrefix(path, "/v1/episodes/")
+		t, err := s.episode(id)
+		if err != nil {
+			s.writeError(ctx, c, err)
+			return
+		}
+		s.writeReply(ctx, c, t)
+	case "reset", "step", "fork", "close":
+		if !ctx.IsPost() {
+			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
+			return
+		}
+		if len(ctx.PostBody()) > s.cfg.MaxBodyBytes {
+			s.writeError(ctx, c, aci.Errorf(aci.CodePayloadTooLarge, "body over %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		reply, err := s.dispatch(route, c, ctx.PostBody())
+		if err != nil {
+			s.writeError(ctx, c, err)
+			return
+		}
+		s.writeReply(ctx, c, reply)
+	default:
+		s.writeError(ctx, c, aci.Errorf(aci.CodeNotFound, "no route %s", path))
+	}
+}
+
+// routeOf names a path with a bounded label.
+func routeOf(path string) string {
+	switch path {
+	case "/healthz":
+		return "healthz"
+	case "/metrics":
+		return "metrics"
+	case "/v1/spec":
+		return "spec"
+	case "/v1/reset":
+		return "reset"
+	case "/v1/step":
+		return "step"
+	case "/v1/fork":
+		return "fork"
+	case "/v1/close":
+		return "close"
+	}
+	if strings.HasPrefix(path, "/v1/episodes/") {
+		return "episodes"
+	}
+	return "other"
+}
+
+// dispatch decodes a batch request and runs it. The request context ends
+// with the server, never with the fasthttp RequestCtx (which is recycled).
+func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
+	switch route {
+	case "reset":
+		var req api.ResetRequest
+		if err := c.decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.reset(s.ctx, &req)
+	case "step":
+		var req api.StepRequest
+		if err := c.decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.step(s.ctx, &req)
+	case "fork":
+		var req api.ForkRequest
+		if err := c.decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.fork(s.ctx, &req)
+	default:
+		var req api.CloseRequest
+		if err := c.decode(body, &req); err != nil {
+			return nil, err
+		}
+		return s.close(s.ctx, &req)
+	}
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+}
+
+func (s *Server) writeReply(ctx *fasthttp.RequestCtx, c codec, v any) {
+	b, err := c.encode(v)
+	if err != nil {
+		s.writeError(ctx, c, aci.Errorf(aci.CodeInternal, "encode reply: %v", err))
+		return
+	}
+	ctx.SetContentType(c.contentType())
+	ctx.SetBody(b)
+}
+
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, c codec, err error) {
+	e := wireError(err)
+	b, merr := c.encode(api.ErrorReply{Error: e})
+	if merr != nil {
+		b = []byte(`{"error":{"code":"internal","message":"encode error"}}`)
+		c = codecJSON
+	}
+	ctx.Response.Reset()
+	ctx.SetStatusCode(e.Code.HTTPStatus())
+	ctx.SetContentType(c.contentType())
+	ctx.SetBody(b)
+}
+
+// handleParseError answers requests fasthttp could not parse, the oversize
+// body among them, with a typed error.
+func (s *Server) handleParseError(ctx *fasthttp.RequestCtx, err error) {
+	c := codecFor(ctx.Request.Header.ContentType())
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.writeError(ctx, c, aci.Errorf(aci.CodePayloadTooLarge, "body over %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "malformed request: %v", err))
+}
+
+// EnvSandbox names the sandbox an env runs on, for operators and tests
+// (ok is false for an unknown env or one without a live sandbox).
+func (s *Server) EnvSandbox(envID string) (sandboxID string, ok bool) {
+	s.mu.Lock()
+	e := s.envs[envID]
+	s.mu.Unlock()
+	if e == nil {
+		return "", false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lease == nil {
+		return "", false
+	}
+	return e.lease.ID(), true
+}

@@ -1,0 +1,192 @@
+// Package servertest starts real env servers for tests and benchmarks: the
+// process provider, a warm pool, real guestd sandboxes on real Xvfb, and the
+// HTTP server on a loopback port. Test packages that use it call Main from
+// their TestMain, because each sandbox's init re-executes the test binary.
+package servertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/pool/process"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Main runs a test binary's tests, serving as a sandbox init when re-executed
+// as one. Call it from TestMain.
+func Main(m *testing.M) {
+	process.MaybeRunInit()
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	guestd    string
+	buildErr  error
+)
+
+// Guestd builds cmd/guestd once per test binary and returns its path.
+func Guestd(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			buildErr = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(out)))
+		buildDir, buildErr = os.MkdirTemp("", "shinken-guestd-")
+		if buildErr != nil {
+			return
+		}
+		guestd = filepath.Join(buildDir, "guestd")
+		cmd := exec.Command("go", "build", "-o", guestd, "./cmd/guestd")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building guestd: %v\n%s", err, b)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return guestd
+}
+
+// Options tune a test server; zero values are small and fast.
+type Options struct {
+	Pool     int    // warm sandboxes; default 2
+	Replicas int    // warm replicas per task checkpoint; default 1
+	Token    string // bearer token
+	Tasks    string // task dir; default the shipped suite
+	Edit     func(*configs.Server)
+}
+
+// Server is a running test server.
+type Server struct {
+	*stack.Stack
+	Token string
+}
+
+// Start starts a server and stops it (and every sandbox) when the test ends.
+// It skips the test when Xvfb is not installed.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	for _, bin := range []string{"Xvfb", "openbox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed (make deps installs it): %v", bin, err)
+		}
+	}
+	cfg, err := configs.LoadServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pool = 2
+	if opts.Pool > 0 {
+		cfg.Pool = opts.Pool
+	}
+	cfg.ReplicasPerGolden = 1
+	if opts.Replicas > 0 {
+		cfg.ReplicasPerGolden = opts.Replicas
+	}
+	cfg.Token = opts.Token
+	cfg.Tasks = opts.Tasks
+	cfg.State = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.LeaseTimeout = configs.Duration(60 * time.Second)
+	if opts.Edit != nil {
+		opts.Edit(cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: Guestd(t), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Serve(cfg.Listen, cfg.Token); err != nil {
+		st.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := st.Close(ctx); err != nil {
+			t.Logf("servertest: close: %v", err)
+		}
+	})
+	return &Server{Stack: st, Token: cfg.Token}
+}
+
+// Call posts req as msgpack to path and decodes the reply into resp (when
+// the status is 200) or returns the typed error. It returns the status and
+// the reply body's size.
+func (s *Server) Call(path string, req, resp any) (status, size int, err error) {
+	body, err := msgpack.Marshal(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	return s.Raw(path, "application/msgpack", body, resp)
+}
+
+// Raw posts a body as is; resp is decoded from msgpack or JSON by the reply's
+// content type.
+func (s *Server) Raw(path, contentType string, body []byte, resp any) (status, size int, err error) {
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return r.StatusCode, 0, err
+	}
+	isJSON := strings.Contains(r.Header.Get("Content-Type"), "json")
+	if r.StatusCode != http.StatusOK {
+		var e struct {
+			Error *aci.Error `msgpack:"error" json:"error"`
+		}
+		if derr := decode(isJSON, b, &e); derr != nil || e.Error == nil {
+			return r.StatusCode, len(b), fmt.Errorf("status %d: %q", r.StatusCode, b)
+		}
+		return r.StatusCode, len(b), e.Error
+	}
+	if resp != nil {
+		if err := decode(isJSON, b, resp); err != nil {
+			return r.StatusCode, len(b), err
+		}
+	}
+	return r.StatusCode, len(b), nil
+}
+
+func decode(isJSON bool, b []byte, v any) error {
+	if isJSON {
+		return json.Unmarshal(b, v)
+	}
+	return msgpack.Unmarshal(b, v)
+}

@@ -1,0 +1,140 @@
+// Package stack wires a whole env server from a config: provider, warm pool,
+// trajectory store and server. cmd/envserver, the bench and the end-to-end
+// tests all start servers through it, so they run the same wiring.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/process"
+	"github.com/shinken-rl/shinken/trajectory"
+)
+
+// Options are what a config file does not say.
+type Options struct {
+	GuestdPath string // default: next to the executable, else PATH
+	Logf       func(format string, args ...any)
+}
+
+// Stack is a running server with everything under it.
+type Stack struct {
+	Server   *envserver.Server
+	Pool     *pool.Pool
+	Provider pool.Provider
+	Store    *trajectory.Store
+	Tasks    configs.Tasks
+	Listener net.Listener
+	URL      string
+
+	served chan error
+}
+
+// Open builds the provider, pool, store and server that cfg describes. It
+// does not listen; Serve does.
+func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	tasks, err := configs.LoadTasks(cfg.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	w, h, d, err := configs.ParseScreen(cfg.Screen)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stack{Tasks: tasks}
+	defer func() {
+		if err != nil {
+			st.Close(context.Background())
+		}
+	}()
+	switch cfg.Provider {
+	case "", "process":
+		st.Provider, err = process.New(ctx, process.Options{
+			Root: filepath.Join(cfg.State, "sandboxes"), GuestdPath: opts.GuestdPath,
+			MaxConcurrentBoots: cfg.MaxConcurrentBoots, Logf: logf,
+		})
+	default:
+		err = newProvider(ctx, cfg, opts, st)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: %w", cfg.Provider, err)
+	}
+	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
+		Size: cfg.Pool, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
+		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
+		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes})
+	if err != nil {
+		return nil, err
+	}
+	st.Server, err = envserver.New(envserver.Config{
+		Pool: st.Pool, Tasks: tasks, Store: st.Store, Token: cfg.Token,
+		MaxBatch: cfg.MaxBatch, MaxBodyBytes: cfg.MaxBodyBytes, FrameCacheBytes: cfg.FrameCacheBytes,
+		Concurrency: cfg.Concurrency, IdleTTL: time.Duration(cfg.IdleTTL),
+		StepTimeout: time.Duration(cfg.StepTimeout), ResetTimeout: time.Duration(cfg.ResetTimeout),
+		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, PoolSize: cfg.Pool, Logf: logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// newProvider builds a provider other than the embedded process one.
+var newProvider = func(ctx context.Context, cfg *configs.Server, opts Options, st *Stack) error {
+	return fmt.Errorf("unknown provider %q (want process or docker)", cfg.Provider)
+}
+
+// Serve listens on addr (refusing a non-loopback address without a token)
+// and serves in the background until Close.
+func (st *Stack) Serve(addr, token string) error {
+	if err := envserver.CheckListen(addr, token); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	st.Listener = ln
+	st.URL = "http://" + ln.Addr().String()
+	st.served = make(chan error, 1)
+	go func() { st.served <- st.Server.Serve(ln) }()
+	return nil
+}
+
+// Done returns the serve loop's result channel (nil before Serve).
+func (st *Stack) Done() <-chan error { return st.served }
+
+// Close shuts everything down in order: server (saving open episodes), pool,
+// provider. Safe on a partly built stack.
+func (st *Stack) Close(ctx context.Context) error {
+	var errs []error
+	if st.Server != nil {
+		errs = append(errs, st.Server.Shutdown(ctx))
+		if st.served != nil {
+			<-st.served
+		}
+	}
+	if st.Pool != nil {
+		errs = append(errs, st.Pool.Close(ctx))
+	}
+	if st.Provider != nil {
+		errs = append(errs, st.Provider.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
