@@ -1,0 +1,113 @@
+// Command guestd is the runtime inside every Shinken sandbox: it drives the
+// sandbox's X11 desktop and runs commands for the host over the guest
+// protocol (package guest/wire).
+//
+// Usage:
+//
+//	guestd [--listen unix:/path | tcp:host:port] [--display :N] [--state DIR]
+//	guestd --session --display :N --screen 1280x800x24 --wm openbox --listen unix:/dir/guest.sock --state DIR [--relaunch]
+//
+// The default --listen is unix:$XDG_RUNTIME_DIR/guestd.sock, or
+// unix:/tmp/guestd-$UID.sock without XDG_RUNTIME_DIR.
+//
+// With --session guestd starts Xvfb and the window manager itself, probes
+// until X answers and the WM has claimed the root, and only then listens: a
+// successful hello means the desktop is ready. If Xvfb or the WM die later
+// guestd stays up, answers display_error and reports them in health. On
+// SIGTERM or SIGINT it ends everything it started and exits. As PID 1 it
+// reaps every orphan.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/shinken-rl/shinken/guest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Printf("guestd: %v", err)
+		os.Exit(1)
+	}
+}
+
+func defaultListen() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return "unix:" + filepath.Join(d, "guestd.sock")
+	}
+	return fmt.Sprintf("unix:/tmp/guestd-%d.sock", os.Getuid())
+}
+
+func run() error {
+	listen := flag.String("listen", defaultListen(), "address to serve: unix:/path or tcp:host:port")
+	display := flag.String("display", os.Getenv("DISPLAY"), "X display (:N); with --session, empty lets Xvfb pick")
+	session := flag.Bool("session", false, "start Xvfb and the window manager, then serve")
+	screen := flag.String("screen", "1280x800x24", "session screen as WxHxDEPTH")
+	wm := flag.String("wm", "openbox", `session window manager command, or "none"`)
+	home, _ := os.UserHomeDir()
+	state := flag.String("state", filepath.Join(home, ".shinken"), "directory recording launched apps")
+	relaunch := flag.Bool("relaunch", false, "relaunch the apps recorded in --state once the desktop is ready")
+	maxExec := flag.Int("max-exec", 16, "concurrent exec calls before busy")
+	flag.Parse()
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+
+	if os.Getpid() == 1 {
+		guest.EnableReaper()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	env := os.Environ()
+	for _, kv := range [][2]string{{"HOME", home}, {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"LANG", "C.UTF-8"}} {
+		if os.Getenv(kv[0]) == "" && kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	if *session {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, Logf: log.Printf})
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		*display = s.Display()
+		log.Printf("guestd: session on %s ready (Xvfb pid %d, wm pid %d)", s.Display(), s.XPid(), s.WMPid())
+	}
+	env = setEnv(env, "DISPLAY", *display)
+	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec, Logf: log.Printf})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if *relaunch {
+		if err := srv.Relaunch(ctx); err != nil {
+			log.Printf("guestd: %v", err)
+		}
+	}
+	ln, err := guest.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	log.Printf("guestd: serving %s on %s", *display, *listen)
+	return srv.Serve(ctx, ln)
+}
+
+func setEnv(env []string, key, val string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if len(kv) > len(key) && kv[:len(key)+1] == key+"=" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, key+"="+val)
+}

@@ -1,0 +1,313 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xproto"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/zeebo/xxh3"
+)
+
+const (
+	maxSettle          = 2 * time.Second
+	settleInterval     = 15 * time.Millisecond
+	defaultJPEGQuality = 80
+)
+
+// FrameHash is the frame identity: XXH3-128 of the raw RGB24 bytes with the
+// dimensions folded into the seed, as 32 lowercase hex chars.
+func FrameHash(rgb []byte, w, h int) string {
+	sum := xxh3.Hash128Seed(rgb, uint64(w)<<32|uint64(h)).Bytes()
+	return hex.EncodeToString(sum[:])
+}
+
+// frame is one capture in RGB24 after scope and downscale.
+type frame struct {
+	rgb     []byte
+	w, h    int
+	hash    string
+	pointer [2]int
+	display aci.Display
+}
+
+func validateObserve(o wire.ObserveArgs) error {
+	switch o.Format {
+	case "", aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw:
+	default:
+		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want png, jpeg or raw)", o.Format)
+	}
+	if o.MaxLongEdge < 0 || o.Quality < 0 || o.Quality > 100 || o.SettleMS < 0 {
+		return aci.Errorf(aci.CodeBadRequest, "observe: negative or out-of-range max_long_edge/quality/settle_ms")
+	}
+	if _, _, err := parseScope(o.Scope); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseScope returns the scope kind and, for "window:<id>", the window id.
+func parseScope(scope string) (string, xproto.Window, error) {
+	switch scope {
+	case "", aci.ScopeScreen:
+		return aci.ScopeScreen, 0, nil
+	case aci.ScopeActiveWindow:
+		return scope, 0, nil
+	}
+	if id, ok := strings.CutPrefix(scope, "window:"); ok {
+		n, err := strconv.ParseUint(id, 0, 32)
+		if err == nil && n != 0 {
+			return "window", xproto.Window(n), nil
+		}
+	}
+	return "", 0, aci.Errorf(aci.CodeBadRequest, "observe: bad scope %q (want screen, active_window or window:<id>)", scope)
+}
+
+// observe captures (settling if asked), answers not_modified on a hash
+// match, and otherwise encodes.
+func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, error) {
+	if err := validateObserve(o); err != nil {
+		return nil, err
+	}
+	f, err := s.capture(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	format := o.Format
+	if format == "" {
+		format = aci.FormatPNG
+	}
+	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display}
+	if slices.Contains(o.IfNoneMatch, f.hash) {
+		shot.NotModified = true
+		s.x.putBuf(f.rgb)
+		return shot, nil
+	}
+	data, err := encode(f, format, o.Quality)
+	if format != aci.FormatRaw {
+		s.x.putBuf(f.rgb)
+	}
+	if err != nil {
+		return nil, aci.Errorf(aci.CodeInternal, "encode %s: %v", format, err)
+	}
+	shot.Data = data
+	return shot, nil
+}
+
+// capture grabs one frame, or with SettleMS grabs until two consecutive
+// frames hash equal (bounded by SettleMS, at most 2 s).
+func (s *Server) capture(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
+	f, err := s.grab(ctx, o)
+	if err != nil || o.SettleMS <= 0 {
+		return f, err
+	}
+	end := time.Now().Add(min(time.Duration(o.SettleMS)*time.Millisecond, maxSettle))
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return f, nil
+		case <-time.After(min(settleInterval, time.Until(end))):
+		}
+		next, err := s.grab(ctx, o)
+		if err != nil {
+			s.x.putBuf(f.rgb)
+			return nil, err
+		}
+		same := next.hash == f.hash
+		s.x.putBuf(f.rgb)
+		f = next
+		if same {
+			break
+		}
+	}
+	return f, nil
+}
+
+// grab captures the scope's rectangle and converts it to RGB24.
+func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
+	kind, win, _ := parseScope(o.Scope)
+	f := &frame{}
+	err := s.x.run(ctx, 0, func(x *xconn) error {
+		src := aci.Rect{W: x.w, H: x.h}
+		switch kind {
+		case aci.ScopeActiveWindow:
+			w, ok := x.activeWindow()
+			if !ok {
+				return aci.Errorf(aci.CodeNotFound, "observe: no active window")
+			}
+			win = w
+			fallthrough
+		case "window":
+			r, err := x.windowRect(win)
+			if err != nil {
+				return err
+			}
+			src = clip(r, x.w, x.h)
+			if src.W <= 0 || src.H <= 0 {
+				return aci.Errorf(aci.CodeNotFound, "observe: window %d is off screen", win)
+			}
+		}
+		bgrx, stride, err := x.getImage(src)
+		if err != nil {
+			return err
+		}
+		ow, oh := scaledSize(src.W, src.H, o.MaxLongEdge)
+		f.rgb = x.d.getBuf(ow * oh * 3)
+		toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
+		f.w, f.h = ow, oh
+		f.display = aci.Display{W: x.w, H: x.h, SourceRect: src, Delivered: aci.Rect{W: ow, H: oh}}
+		p, err := x.pointer()
+		f.pointer = p
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.hash = FrameHash(f.rgb, f.w, f.h)
+	return f, nil
+}
+
+func clip(r aci.Rect, w, h int) aci.Rect {
+	x0, y0 := max(r.X, 0), max(r.Y, 0)
+	x1, y1 := min(r.X+r.W, w), min(r.Y+r.H, h)
+	return aci.Rect{X: x0, Y: y0, W: x1 - x0, H: y1 - y0}
+}
+
+// scaledSize shrinks w×h so that its long edge is at most maxLong.
+func scaledSize(w, h, maxLong int) (int, int) {
+	long := max(w, h)
+	if maxLong <= 0 || long <= maxLong {
+		return w, h
+	}
+	f := float64(maxLong) / float64(long)
+	return max(1, int(math.Round(float64(w)*f))), max(1, int(math.Round(float64(h)*f)))
+}
+
+// getImage reads r of the root window as 32-bit BGRX pixels. With MIT-SHM
+// the result aliases the shared segment and is valid until the next capture.
+func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
+	if x.shmOK {
+		_, err := shm.GetImage(x.c, xproto.Drawable(x.root), int16(r.X), int16(r.Y), uint16(r.W), uint16(r.H),
+			0xffffffff, xproto.ImageFormatZPixmap, x.shmSeg, 0).Reply()
+		if err == nil {
+			return x.shmMem[:r.W*r.H*4], r.W * 4, nil
+		}
+		if x.isDead() {
+			return nil, 0, err
+		}
+		x.shmOK = false // fall back for good on this connection
+	}
+	reply, err := xproto.GetImage(x.c, xproto.ImageFormatZPixmap, xproto.Drawable(x.root), int16(r.X), int16(r.Y),
+		uint16(r.W), uint16(r.H), 0xffffffff).Reply()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(reply.Data) < r.W*r.H*4 {
+		return nil, 0, fmt.Errorf("getimage: short reply (%d bytes for %dx%d)", len(reply.Data), r.W, r.H)
+	}
+	return reply.Data, r.W * 4, nil
+}
+
+// toRGB converts w×h BGRX pixels to ow×oh packed RGB24, area-averaging when
+// the size shrinks.
+func toRGB(dst, src []byte, stride, w, h, ow, oh int) {
+	if ow == w && oh == h {
+		for y := 0; y < h; y++ {
+			s := src[y*stride : y*stride+w*4]
+			d := dst[y*w*3 : (y+1)*w*3]
+			for i, j := 0, 0; i+4 <= len(s); i, j = i+4, j+3 {
+				d[j], d[j+1], d[j+2] = s[i+2], s[i+1], s[i]
+			}
+		}
+		return
+	}
+	xs := make([]int, ow+1)
+	for i := range xs {
+		xs[i] = i * w / ow
+	}
+	sums := make([]uint32, ow*3)
+	for oy := 0; oy < oh; oy++ {
+		y0, y1 := oy*h/oh, (oy+1)*h/oh
+		if y1 <= y0 {
+			y1 = y0 + 1
+		}
+		clear(sums)
+		for y := y0; y < y1; y++ {
+			row := src[y*stride:]
+			for ox := 0; ox < ow; ox++ {
+				x0, x1 := xs[ox], max(xs[ox+1], xs[ox]+1)
+				var r, g, b uint32
+				for x := x0; x < x1; x++ {
+					p := row[x*4 : x*4+3]
+					b += uint32(p[0])
+					g += uint32(p[1])
+					r += uint32(p[2])
+				}
+				sums[ox*3] += r
+				sums[ox*3+1] += g
+				sums[ox*3+2] += b
+			}
+		}
+		d := dst[oy*ow*3:]
+		for ox := 0; ox < ow; ox++ {
+			n := uint32((y1 - y0) * (max(xs[ox+1], xs[ox]+1) - xs[ox]))
+			d[ox*3] = byte((sums[ox*3] + n/2) / n)
+			d[ox*3+1] = byte((sums[ox*3+1] + n/2) / n)
+			d[ox*3+2] = byte((sums[ox*3+2] + n/2) / n)
+		}
+	}
+}
+
+// getBuf returns a buffer of n bytes, reusing the last one returned.
+func (d *display) getBuf(n int) []byte {
+	d.bufMu.Lock()
+	b := d.rgb
+	d.rgb = nil
+	d.bufMu.Unlock()
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// putBuf hands a buffer back for reuse.
+func (d *display) putBuf(b []byte) {
+	d.bufMu.Lock()
+	if cap(b) > cap(d.rgb) {
+		d.rgb = b
+	}
+	d.bufMu.Unlock()
+}
+
+func encode(f *frame, format string, quality int) ([]byte, error) {
+	if format == aci.FormatRaw {
+		return f.rgb, nil
+	}
+	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
+	for i, j := 0, 0; i+3 <= len(f.rgb); i, j = i+3, j+4 {
+		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = f.rgb[i], f.rgb[i+1], f.rgb[i+2], 0xff
+	}
+	var buf bytes.Buffer
+	if format == aci.FormatJPEG {
+		if quality == 0 {
+			quality = defaultJPEGQuality
+		}
+		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
+		return buf.Bytes(), err
+	}
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	err := enc.Encode(&buf, img)
+	return buf.Bytes(), err
+}

@@ -1,0 +1,397 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+	"github.com/shinken-rl/shinken/aci"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	// xgb logs unrecoverable reads when a display dies; guestd reports those
+	// as typed errors instead.
+	xgb.Logger.SetOutput(discard{})
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// xTimeout bounds how long the X server may take to answer beyond an
+// operation's own expected duration before it counts as wedged.
+const xTimeout = 3 * time.Second
+
+// display owns the connection to one X server. Operations run one at a time
+// (X input must be serialized anyway), each under a deadline: an X server
+// that stops answering costs one display_error and a reconnect, never a hang.
+type display struct {
+	name string
+	sem  chan struct{}
+	cur  *xconn // guarded by sem
+
+	clipMu   sync.Mutex
+	clipText string // text this guest offers as CLIPBOARD owner
+
+	bufMu sync.Mutex
+	rgb   []byte // reusable capture buffer
+}
+
+func newDisplay(name string) *display {
+	return &display{name: name, sem: make(chan struct{}, 1)}
+}
+
+// xconn is one live connection; a new one replaces it after a failure.
+type xconn struct {
+	d    *display
+	nc   net.Conn
+	c    *xgb.Conn
+	root xproto.Window
+	w, h int
+	dead chan struct{} // closed when the connection is gone
+	ops  sync.WaitGroup
+
+	shmOK  bool
+	shmSeg shm.Seg
+	shmMem []byte
+
+	keys    *keymap
+	atomMu  sync.Mutex
+	atoms   map[string]xproto.Atom
+	clipWin xproto.Window
+	sel     chan xproto.SelectionNotifyEvent // clipboard_get waiting for a conversion
+	props   chan xproto.PropertyNotifyEvent  // INCR reads
+	incr    map[incrKey]*incrSend            // INCR sends, owned by the event loop
+	owned   atomic.Bool                      // we own CLIPBOARD
+}
+
+type screenInfo struct {
+	w, h int
+	shm  bool
+}
+
+func displayErr(format string, args ...any) *aci.Error {
+	return aci.Errorf(aci.CodeDisplayError, format, args...)
+}
+
+// run runs fn with a live connection. expect is how long fn may legitimately
+// take (drags, settles); past expect+xTimeout the X server counts as wedged:
+// the connection is dropped and display_error returned.
+func (d *display) run(ctx context.Context, expect time.Duration, fn func(x *xconn) error) error {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return aci.Errorf(aci.CodeTimeout, "waiting for the display: %v", ctx.Err())
+	}
+	defer func() { <-d.sem }()
+
+	limit := time.NewTimer(expect + xTimeout)
+	defer limit.Stop()
+	done := make(chan error, 1)
+	var x *xconn
+	connected := make(chan *xconn, 1)
+	cur := d.cur
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- aci.Errorf(aci.CodeInternal, "x operation panicked: %v", r)
+			}
+		}()
+		cx := cur
+		if cx == nil || cx.isDead() {
+			var err error
+			cx, err = d.connect()
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		cx.ops.Add(1)
+		defer cx.ops.Done()
+		connected <- cx
+		done <- fn(cx)
+	}()
+	fail := func(err error) error {
+		if x != nil {
+			x.kill()
+		}
+		if d.cur == x {
+			d.cur = nil
+		}
+		return err
+	}
+	for {
+		select {
+		case x = <-connected:
+			d.cur = x
+			continue
+		case err := <-done:
+			if x == nil {
+				select {
+				case x = <-connected:
+					d.cur = x
+				default:
+				}
+			}
+			if err != nil && x != nil && x.isDead() {
+				return fail(displayErr("x server %s: connection lost: %v", d.name, err))
+			}
+			return err
+		case <-ctx.Done():
+			return fail(aci.Errorf(aci.CodeTimeout, "x operation on %s: %v", d.name, ctx.Err()))
+		case <-limit.C:
+			return fail(displayErr("x server %s did not answer within %v", d.name, expect+xTimeout))
+		}
+	}
+}
+
+func (x *xconn) isDead() bool {
+	select {
+	case <-x.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill drops the connection at once (without the graceful round trip that
+// xgb's Close makes, which a wedged server would never answer).
+func (x *xconn) kill() { x.nc.Close() }
+
+func (d *display) close() {
+	d.sem <- struct{}{}
+	defer func() { <-d.sem }()
+	if d.cur != nil {
+		d.cur.kill()
+		<-d.cur.dead
+		d.cur = nil
+	}
+}
+
+// dialX connects to an X display name such as ":3", ":3.0", "host:3" or a
+// socket path.
+func dialX(name string, timeout time.Duration) (net.Conn, error) {
+	if strings.HasPrefix(name, "/") {
+		return net.DialTimeout("unix", name, timeout)
+	}
+	host, num, ok := strings.Cut(name, ":")
+	if !ok {
+		return nil, fmt.Errorf("bad display %q", name)
+	}
+	num, _, _ = strings.Cut(num, ".")
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return nil, fmt.Errorf("bad display %q", name)
+	}
+	if host == "" || host == "unix" {
+		return net.DialTimeout("unix", "/tmp/.X11-unix/X"+num, timeout)
+	}
+	return net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(6000+n)), timeout)
+}
+
+func (d *display) connect() (*xconn, error) {
+	nc, err := dialX(d.name, xTimeout)
+	if err != nil {
+		return nil, displayErr("connect to x server %s: %v", d.name, err)
+	}
+	nc.SetDeadline(time.Now().Add(xTimeout)) // bounds the handshake and setup round trips
+	c, err := xgb.NewConnNet(nc)
+	if err != nil {
+		nc.Close()
+		return nil, displayErr("x handshake with %s: %v", d.name, err)
+	}
+	x := &xconn{d: d, nc: nc, c: c, dead: make(chan struct{}), atoms: map[string]xproto.Atom{},
+		sel: make(chan xproto.SelectionNotifyEvent, 1), props: make(chan xproto.PropertyNotifyEvent, 64),
+		incr: map[incrKey]*incrSend{}}
+	go x.eventLoop()
+	if err := x.setup(); err != nil {
+		x.kill()
+		return nil, displayErr("x setup on %s: %v", d.name, err)
+	}
+	nc.SetDeadline(time.Time{})
+	go func() { // release the shared memory once no operation uses it
+		<-x.dead
+		x.ops.Wait()
+		if x.shmMem != nil {
+			unix.SysvShmDetach(x.shmMem)
+		}
+	}()
+	return x, nil
+}
+
+func (x *xconn) setup() error {
+	s := xproto.Setup(x.c)
+	if s == nil || len(s.Roots) == 0 {
+		return errors.New("no screens")
+	}
+	scr := s.DefaultScreen(x.c)
+	x.root = scr.Root
+	x.w, x.h = int(scr.WidthInPixels), int(scr.HeightInPixels)
+	if err := xtest.Init(x.c); err != nil {
+		return fmt.Errorf("XTEST: %w", err)
+	}
+	x.initSHM()
+	// A private window: clipboard owner and conversion target.
+	win, err := xproto.NewWindowId(x.c)
+	if err != nil {
+		return err
+	}
+	if err := xproto.CreateWindowChecked(x.c, 0, win, x.root, -10, -10, 1, 1, 0, xproto.WindowClassInputOnly, 0,
+		xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
+		return fmt.Errorf("create window: %w", err)
+	}
+	x.clipWin = win
+	// Intern up front what the event loop needs, so it never waits on a reply.
+	for _, name := range []string{"CLIPBOARD", "TARGETS", "UTF8_STRING", "TEXT", "INCR", clipProperty,
+		"_NET_SUPPORTING_WM_CHECK", "_NET_ACTIVE_WINDOW", "_NET_CLIENT_LIST", "_NET_WM_NAME", "_NET_WM_PID"} {
+		if _, err := x.atom(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initSHM attaches one System V segment big enough for the whole screen. On
+// any failure capture falls back to GetImage.
+func (x *xconn) initSHM() {
+	if err := shm.Init(x.c); err != nil {
+		return
+	}
+	size := x.w * x.h * 4
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, size, unix.IPC_CREAT|0o600)
+	if err != nil {
+		return
+	}
+	defer unix.SysvShmCtl(id, unix.IPC_RMID, nil) // freed once both sides detach
+	mem, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		return
+	}
+	seg, err := shm.NewSegId(x.c)
+	if err == nil {
+		err = shm.AttachChecked(x.c, seg, uint32(id), false).Check()
+	}
+	if err != nil {
+		unix.SysvShmDetach(mem)
+		return
+	}
+	x.shmOK, x.shmSeg, x.shmMem = true, seg, mem
+}
+
+func (x *xconn) eventLoop() {
+	defer close(x.dead)
+	for {
+		ev, err := x.c.WaitForEvent()
+		if ev == nil && err == nil {
+			return
+		}
+		switch e := ev.(type) {
+		case xproto.SelectionRequestEvent:
+			x.serveSelection(e)
+		case xproto.SelectionClearEvent:
+			x.owned.Store(false)
+		case xproto.SelectionNotifyEvent:
+			select {
+			case x.sel <- e:
+			default:
+			}
+		case xproto.PropertyNotifyEvent:
+			if e.Window == x.clipWin {
+				select {
+				case x.props <- e:
+				default:
+				}
+			} else {
+				x.continueIncr(e)
+			}
+		}
+	}
+}
+
+// atom interns name (cached per connection).
+func (x *xconn) atom(name string) (xproto.Atom, error) {
+	x.atomMu.Lock()
+	a, ok := x.atoms[name]
+	x.atomMu.Unlock()
+	if ok {
+		return a, nil
+	}
+	r, err := xproto.InternAtom(x.c, false, uint16(len(name)), name).Reply()
+	if err != nil {
+		return 0, err
+	}
+	x.atomMu.Lock()
+	x.atoms[name] = r.Atom
+	x.atomMu.Unlock()
+	return r.Atom, nil
+}
+
+// sync makes a round trip, so every request before it has been processed.
+func (x *xconn) sync() error {
+	_, err := xproto.GetInputFocus(x.c).Reply()
+	return err
+}
+
+func (x *xconn) pointer() ([2]int, error) {
+	r, err := xproto.QueryPointer(x.c, x.root).Reply()
+	if err != nil {
+		return [2]int{}, err
+	}
+	return [2]int{int(r.RootX), int(r.RootY)}, nil
+}
+
+func (d *display) info(ctx context.Context) (screenInfo, error) {
+	var si screenInfo
+	err := d.run(ctx, 0, func(x *xconn) error {
+		si = screenInfo{w: x.w, h: x.h, shm: x.shmOK}
+		return nil
+	})
+	return si, err
+}
+
+// wmAlive makes an X round trip and reports whether a window manager holds
+// the root: _NET_SUPPORTING_WM_CHECK names a live window that names itself.
+func (d *display) wmAlive(ctx context.Context) (bool, error) {
+	var ok bool
+	err := d.run(ctx, 0, func(x *xconn) error {
+		if err := x.sync(); err != nil {
+			return err
+		}
+		ok = x.wmRunning()
+		return nil
+	})
+	return ok, err
+}
+
+func (x *xconn) wmRunning() bool {
+	check, err := x.atom("_NET_SUPPORTING_WM_CHECK")
+	if err != nil {
+		return false
+	}
+	w, ok := x.windowProp(x.root, check)
+	if !ok || w == 0 {
+		return false
+	}
+	self, ok := x.windowProp(w, check)
+	return ok && self == w
+}
+
+// windowProp reads a WINDOW-typed (32-bit) property's first value.
+func (x *xconn) windowProp(w xproto.Window, prop xproto.Atom) (xproto.Window, bool) {
+	r, err := xproto.GetProperty(x.c, false, w, prop, xproto.AtomAny, 0, 1).Reply()
+	if err != nil || r.Format != 32 || r.ValueLen < 1 {
+		return 0, false
+	}
+	return xproto.Window(xgb.Get32(r.Value)), true
+}

@@ -1,0 +1,241 @@
+package guest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	defaultExecTimeout = 60 * time.Second
+	maxExecTimeout     = 10 * time.Minute
+	// ExecOutputCap bounds the collected output of each channel of a
+	// non-streamed exec; the rest is drained and flagged as truncated.
+	ExecOutputCap = 256 << 10
+	// pipeGrace is how long output pipes may stay open after the command
+	// exits (held by a background descendant) before they are abandoned.
+	pipeGrace = 500 * time.Millisecond
+)
+
+func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) error) (*wire.ExecResult, error) {
+	var argv []string
+	switch {
+	case len(a.Argv) > 0 && a.Shell != "":
+		return nil, aci.Errorf(aci.CodeBadRequest, "exec: argv and shell are exclusive")
+	case len(a.Argv) > 0:
+		argv = a.Argv
+	case a.Shell != "":
+		argv = []string{"/bin/sh", "-c", a.Shell}
+	default:
+		return nil, aci.Errorf(aci.CodeBadRequest, "exec: need argv or shell")
+	}
+	timeout := defaultExecTimeout
+	if a.TimeoutMS > 0 {
+		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, maxExecTimeout)
+	}
+	select {
+	case s.execs <- struct{}{}:
+		defer func() { <-s.execs }()
+	default:
+		return nil, aci.Errorf(aci.CodeBusy, "exec: %d commands already running", cap(s.execs))
+	}
+
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, aci.Errorf(aci.CodeNotFound, "exec: %v", err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: a.Cwd, Env: append(append([]string(nil), s.cfg.Env...), a.Env...)}
+	if cmd.Dir == "" {
+		cmd.Dir = envHome(cmd.Env)
+	}
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}()
+	var stdinW *os.File
+	if len(a.Stdin) > 0 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, r)
+		cmd.Stdin, stdinW = r, w
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	closers = append(closers, outW, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	start := time.Now()
+	waitc, err := s.procs.start(cmd)
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return nil, aci.Errorf(aci.CodeNotFound, "exec: start %s: %v", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	for _, f := range closers { // the child holds its own copies now
+		f.Close()
+	}
+	closers = nil
+	if stdinW != nil {
+		go func() {
+			stdinW.Write(a.Stdin)
+			stdinW.Close()
+		}()
+	}
+
+	var res wire.ExecResult
+	var streamMu sync.Mutex
+	seq := 0
+	collect := func(r *os.File, name string, dst *[]byte, trunc *bool) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if a.Stream {
+					streamMu.Lock()
+					chunk(wire.ExecChunk{Seq: seq, Stream: name, Data: buf[:n]})
+					seq++
+					streamMu.Unlock()
+				} else {
+					room := ExecOutputCap - len(*dst)
+					if n > room {
+						*trunc = true
+					}
+					*dst = append(*dst, buf[:min(n, max(room, 0))]...)
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); collect(outR, "stdout", &res.Stdout, &res.StdoutTruncated) }()
+	go func() { defer readers.Done(); collect(errR, "stderr", &res.Stderr, &res.StderrTruncated) }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var ws unix.WaitStatus
+	select {
+	case ws = <-waitc:
+	case <-timer.C:
+		res.TimedOut = true
+	case <-ctx.Done():
+		res.TimedOut = true
+	}
+	if res.TimedOut {
+		signalGroup(pid, syscall.SIGKILL)
+		ws = <-waitc
+	}
+	// Output pipes close when the last holder exits; a background descendant
+	// may keep them open, so wait only a grace period.
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+	select {
+	case <-readersDone:
+	case <-time.After(pipeGrace):
+		outR.SetReadDeadline(time.Now())
+		errR.SetReadDeadline(time.Now())
+		<-readersDone
+	}
+	outR.Close()
+	errR.Close()
+
+	res.DurationMS = time.Since(start).Milliseconds()
+	switch {
+	case res.TimedOut:
+		res.Signal = "SIGKILL"
+	case ws.Exited():
+		code := ws.ExitStatus()
+		res.ExitCode = &code
+	case ws.Signaled():
+		res.Signal = unix.SignalName(ws.Signal())
+	}
+	return &res, nil
+}
+
+// envHome returns HOME from env, or "/".
+func envHome(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if len(env[i]) > 5 && env[i][:5] == "HOME=" {
+			return env[i][5:]
+		}
+	}
+	return "/"
+}
+
+// MaxPutFile bounds put_file's payload.
+const MaxPutFile = 32 << 20
+
+// putFile writes a.Data to a.Path crash-safe (temp file, fsync, rename),
+// creating parent directories.
+func putFile(a wire.PutFileArgs) error {
+	if !filepath.IsAbs(a.Path) {
+		return aci.Errorf(aci.CodeBadRequest, "put_file: path %q is not absolute", a.Path)
+	}
+	if len(a.Data) > MaxPutFile {
+		return aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), MaxPutFile)
+	}
+	mode := os.FileMode(a.Mode & 0o7777)
+	if mode == 0 {
+		mode = 0o644
+	}
+	if err := writeFileAtomic(a.Path, a.Data, mode); err != nil {
+		return aci.Errorf(aci.CodeBadRequest, "put_file: %v", err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

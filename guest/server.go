@@ -1,0 +1,411 @@
+// Package guest is guestd: the runtime inside every sandbox that drives a real
+// X11 desktop (XTEST input, MIT-SHM capture, EWMH windows, ICCCM clipboard)
+// and runs commands, serving the host⇄guest protocol of package wire.
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Version is guestd's version string, sent in welcome.
+const Version = "0.1.0"
+
+const (
+	maxCallTimeout = 10 * time.Minute
+	defaultCallTTL = 30 * time.Second
+	maxInFlight    = 256 // calls in flight per connection
+)
+
+// Config configures a Server.
+type Config struct {
+	// Display is the X display (":N"); empty means $DISPLAY.
+	Display string
+	// StateDir is where launch_app records launched apps (apps.json); empty
+	// disables recording.
+	StateDir string
+	// Env is the session environment given to processes the server starts
+	// (apps, exec). Nil means the server's own environment. DISPLAY and
+	// LANG=C.UTF-8 are added when missing.
+	Env []string
+	// MaxExec bounds concurrent exec calls (default 16); past it exec
+	// answers busy.
+	MaxExec int
+	// Logf logs; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// Server serves the guest protocol for one X display.
+type Server struct {
+	cfg   Config
+	x     *display
+	procs *procTable
+	execs chan struct{} // exec semaphore
+	apps  appState
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewServer builds a server for cfg.Display. It does not need the X server
+// to be up yet: X is connected on first use and reconnected after a failure.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Display == "" {
+		cfg.Display = os.Getenv("DISPLAY")
+	}
+	if cfg.Display == "" {
+		return nil, errors.New("guest: no display (set Config.Display or DISPLAY)")
+	}
+	if cfg.MaxExec <= 0 {
+		cfg.MaxExec = 16
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	cfg.Env = withDefault(cfg.Env, "DISPLAY", cfg.Display)
+	cfg.Env = withDefault(cfg.Env, "LANG", "C.UTF-8")
+	s := &Server{
+		cfg:   cfg,
+		x:     newDisplay(cfg.Display),
+		procs: newProcTable(),
+		execs: make(chan struct{}, cfg.MaxExec),
+		lns:   make(map[net.Listener]struct{}),
+		conns: make(map[net.Conn]struct{}),
+	}
+	return s, nil
+}
+
+// Listen opens a listener from a guestd address: "unix:/path" or "tcp:host:port".
+// A stale unix socket file at path is removed first.
+func Listen(addr string) (net.Listener, error) {
+	network, a, err := SplitAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if fi, err := os.Lstat(a); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(a)
+		}
+	}
+	return net.Listen(network, a)
+}
+
+// SplitAddr splits "unix:/path" or "tcp:host:port" into a network and address.
+func SplitAddr(addr string) (network, address string, err error) {
+	for _, n := range []string{"unix", "tcp"} {
+		if len(addr) > len(n)+1 && addr[:len(n)+1] == n+":" {
+			return n, addr[len(n)+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("guest: address %q: want unix:/path or tcp:host:port", addr)
+}
+
+// Serve accepts connections on ln until ctx ends or Close is called. It
+// closes ln before returning.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || s.isClosed() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("guest: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return nil
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(ctx, conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops serving, ends every process the server started (exec'd commands
+// and launched apps, by process group), drops the X connection and waits for
+// the server's goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.procs.killAll()
+	s.wg.Wait()
+	s.x.close()
+	return nil
+}
+
+// conn is one protocol connection.
+type conn struct {
+	s     *Server
+	nc    net.Conn
+	wmu   sync.Mutex
+	hello bool
+	slots chan struct{}
+}
+
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer nc.Close()
+	c := &conn{s: s, nc: nc, slots: make(chan struct{}, maxInFlight)}
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	var buf []byte
+	for {
+		b, err := wire.ReadFrame(nc, buf)
+		if err != nil {
+			return
+		}
+		buf = b
+		m, err := wire.Decode(b)
+		if err != nil || m.Type != wire.TypeCall {
+			s.cfg.Logf("guest: bad frame from %s: %v", nc.RemoteAddr(), err)
+			return
+		}
+		if m.Method == wire.MethodHello {
+			// Hello is answered in order so later calls see the session open.
+			w, err := c.s.hello(ctx, m.Body)
+			if err != nil {
+				c.replyErr(m.ID, err)
+				continue
+			}
+			c.reply(m.ID, w)
+			c.hello = true
+			continue
+		}
+		if !c.hello {
+			c.replyErr(m.ID, aci.Errorf(aci.CodeBadRequest, "%s before hello", m.Method))
+			continue
+		}
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			c.replyErr(m.ID, aci.Errorf(aci.CodeBusy, "more than %d calls in flight on one connection", maxInFlight))
+			continue
+		}
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			defer func() { <-c.slots }()
+			c.handle(ctx, m)
+		}()
+	}
+}
+
+// handle runs one call under its deadline; a panic becomes an internal error.
+func (c *conn) handle(ctx context.Context, m *wire.Message) {
+	ttl := defaultCallTTL
+	if m.TimeoutMS > 0 {
+		ttl = min(time.Duration(m.TimeoutMS)*time.Millisecond, maxCallTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.cfg.Logf("guest: panic in %s: %v\n%s", m.Method, r, debug.Stack())
+			c.replyErr(m.ID, aci.Errorf(aci.CodeInternal, "%s: panic: %v", m.Method, r))
+		}
+	}()
+	res, err := c.s.dispatch(ctx, m, func(chunk any) error { return c.send(m.ID, wire.TypeChunk, chunk, nil) })
+	if err != nil {
+		if ctx.Err() != nil && aci.CodeOf(err) == aci.CodeInternal {
+			err = aci.Errorf(aci.CodeTimeout, "%s: deadline of %v passed: %v", m.Method, ttl, err)
+		}
+		c.replyErr(m.ID, err)
+		return
+	}
+	c.send(m.ID, wire.TypeReply, res, nil)
+}
+
+func (c *conn) reply(id uint64, res any) { c.send(id, wire.TypeReply, res, nil) }
+
+func (c *conn) replyErr(id uint64, err error) { c.send(id, wire.TypeReply, nil, aci.AsError(err)) }
+
+func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
+	m := wire.Message{ID: id, Type: typ, Error: e}
+	if body != nil {
+		b, err := msgpack.Marshal(body)
+		if err != nil {
+			m.Error = aci.Errorf(aci.CodeInternal, "encode reply: %v", err)
+		} else {
+			m.Body = b
+		}
+	}
+	frame, err := wire.Encode(&m)
+	if err != nil {
+		return err
+	}
+	if len(frame) > wire.MaxFrame {
+		frame, _ = wire.Encode(&wire.Message{ID: id, Type: typ, Error: aci.Errorf(aci.CodeTooLarge, "reply of %d bytes exceeds the frame limit", len(frame))})
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if err := wire.WriteFrame(c.nc, frame); err != nil {
+		c.nc.Close() // a stuck or broken peer: drop the connection
+		return err
+	}
+	return nil
+}
+
+func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) error) (any, error) {
+	switch m.Method {
+	case wire.MethodAct:
+		var a wire.ActArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.act(ctx, a)
+	case wire.MethodScreenshot:
+		var a wire.ObserveArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.observe(ctx, a)
+	case wire.MethodListWindows:
+		return s.listWindows(ctx)
+	case wire.MethodExec:
+		var a wire.ExecArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.exec(ctx, a, chunk)
+	case wire.MethodPutFile:
+		var a wire.PutFileArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return struct{}{}, putFile(a)
+	case wire.MethodHealth:
+		return s.health(ctx), nil
+	default:
+		return nil, aci.Errorf(aci.CodeUnsupported, "unknown method %q", m.Method)
+	}
+}
+
+func decodeArgs(m *wire.Message, v any) error {
+	if len(m.Body) == 0 {
+		return nil
+	}
+	if err := msgpack.Unmarshal(m.Body, v); err != nil {
+		return aci.Errorf(aci.CodeBadRequest, "%s: decode args: %v", m.Method, err)
+	}
+	return nil
+}
+
+// methods lists the protocol methods this server answers.
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth}
+
+func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
+	var h wire.HelloArgs
+	if len(body) > 0 {
+		if err := msgpack.Unmarshal(body, &h); err != nil {
+			return nil, aci.Errorf(aci.CodeBadRequest, "hello: %v", err)
+		}
+	}
+	if h.Protocol != 0 && h.Protocol != wire.Protocol {
+		return nil, aci.Errorf(aci.CodeUnsupported, "hello: protocol %d; this guest speaks %d", h.Protocol, wire.Protocol)
+	}
+	w := wire.Welcome{
+		Protocol:        wire.Protocol,
+		Version:         Version,
+		Verbs:           verbNames(),
+		Methods:         methods,
+		Formats:         []string{aci.FormatRaw, aci.FormatPNG, aci.FormatJPEG},
+		FrameDedup:      true,
+		ObserveAfterAct: true,
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if info, err := s.x.info(ctx); err == nil {
+		w.Screen = wire.Size{W: info.w, H: info.h}
+		w.SHM = info.shm
+	}
+	return &w, nil
+}
+
+func (s *Server) health(ctx context.Context) *wire.Health {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	h := &wire.Health{}
+	wm, err := s.x.wmAlive(ctx)
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	h.X, h.WM = true, wm
+	return h
+}
+
+func withDefault(env []string, key, val string) []string {
+	for _, kv := range env {
+		if len(kv) > len(key) && kv[:len(key)+1] == key+"=" {
+			return env
+		}
+	}
+	return append(env[:len(env):len(env)], key+"="+val)
+}

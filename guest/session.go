@@ -1,0 +1,298 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jezek/xgb"
+	"golang.org/x/sys/unix"
+)
+
+// SessionConfig configures a desktop session: an Xvfb and a window manager
+// that guestd starts and supervises.
+type SessionConfig struct {
+	// Display is the display to start (":N"); empty lets Xvfb pick a free one.
+	Display string
+	// Screen is WxHxDepth (default 1280x800x24).
+	Screen string
+	// WM is the window manager command (default "openbox"); "none" for none.
+	WM string
+	// Env is the environment for Xvfb and the WM (nil: this process's).
+	Env []string
+	// LogDir, when set, receives xvfb.log and wm.log; otherwise output is
+	// discarded.
+	LogDir string
+	// Logf logs; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// Session is a running desktop: Xvfb plus an optional window manager, each
+// leading its own process group.
+type Session struct {
+	display string
+	xpid    int
+	wmpid   int
+	xAlive  atomic.Bool
+	wmAlive atomic.Bool
+	xDone   chan struct{}
+	wmDone  chan struct{}
+	once    sync.Once
+}
+
+// StartSession starts Xvfb and the window manager and returns once the X
+// server answers a connection and the WM has claimed the root
+// (_NET_SUPPORTING_WM_CHECK): readiness is probed, never slept for. ctx
+// bounds the start-up; on failure everything started is ended.
+func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if cfg.Screen == "" {
+		cfg.Screen = "1280x800x24"
+	}
+	if cfg.WM == "" {
+		cfg.WM = "openbox"
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	xvfb, err := exec.LookPath("Xvfb")
+	if err != nil {
+		return nil, fmt.Errorf("guest: session: %w", err)
+	}
+	s := &Session{xDone: make(chan struct{}), wmDone: make(chan struct{})}
+	args := []string{"Xvfb"}
+	var dfdR *os.File
+	if cfg.Display != "" {
+		args = append(args, cfg.Display)
+	}
+	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-nolisten", "local")
+	cmd := &exec.Cmd{Path: xvfb, Env: cfg.Env}
+	if cfg.Display == "" {
+		// Xvfb picks a free display and writes its number once it listens.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		dfdR = r
+		defer r.Close()
+		defer w.Close()
+		cmd.ExtraFiles = []*os.File{w}
+		args = append(args, "-displayfd", "3")
+	}
+	cmd.Args = args
+	logf, err := logFile(cfg.LogDir, "xvfb.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	xwait, err := startChild(cmd)
+	logf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("guest: start Xvfb: %w", err)
+	}
+	s.xpid = cmd.Process.Pid
+	s.xAlive.Store(true)
+	go func() {
+		ws := <-xwait
+		s.xAlive.Store(false)
+		cfg.Logf("guest: Xvfb (pid %d) exited: %v", s.xpid, ws)
+		close(s.xDone)
+	}()
+	if dfdR != nil {
+		cmd.ExtraFiles[0].Close()
+		num, err := readDisplayFD(ctx, dfdR, s.xDone)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		cfg.Display = ":" + num
+	}
+	s.display = cfg.Display
+	if err := waitX(ctx, cfg.Display, s.xDone); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.WM == "none" {
+		close(s.wmDone)
+		return s, nil
+	}
+	wmArgs := strings.Fields(cfg.WM)
+	wmPath, err := exec.LookPath(wmArgs[0])
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("guest: window manager: %w", err)
+	}
+	wlog, err := logFile(cfg.LogDir, "wm.log")
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	wcmd := &exec.Cmd{Path: wmPath, Args: wmArgs, Env: withDefault(cfg.Env, "DISPLAY", cfg.Display), Stdout: wlog, Stderr: wlog}
+	if i := envIndex(wcmd.Env, "DISPLAY"); i >= 0 {
+		wcmd.Env[i] = "DISPLAY=" + cfg.Display
+	}
+	wwait, err := startChild(wcmd)
+	wlog.Close()
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("guest: start %s: %w", wmArgs[0], err)
+	}
+	s.wmpid = wcmd.Process.Pid
+	s.wmAlive.Store(true)
+	go func() {
+		ws := <-wwait
+		s.wmAlive.Store(false)
+		cfg.Logf("guest: window manager (pid %d) exited: %v", s.wmpid, ws)
+		close(s.wmDone)
+	}()
+	if err := waitWM(ctx, cfg.Display, s.wmDone, s.xDone); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Display returns the session's display name (":N").
+func (s *Session) Display() string { return s.display }
+
+// XPid returns the Xvfb process id.
+func (s *Session) XPid() int { return s.xpid }
+
+// WMPid returns the window manager's process id (0 without one).
+func (s *Session) WMPid() int { return s.wmpid }
+
+// Alive reports whether Xvfb and the window manager are still running.
+func (s *Session) Alive() (x, wm bool) { return s.xAlive.Load(), s.wmAlive.Load() }
+
+// Close ends the WM and Xvfb (SIGTERM to each process group, SIGKILL after a
+// grace period) and waits for them.
+func (s *Session) Close() error {
+	s.once.Do(func() {
+		for _, p := range []struct {
+			pid  int
+			done chan struct{}
+		}{{s.wmpid, s.wmDone}, {s.xpid, s.xDone}} {
+			if p.pid == 0 {
+				continue
+			}
+			signalGroup(p.pid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(2 * time.Second):
+				signalGroup(p.pid, syscall.SIGKILL)
+				<-p.done
+			}
+			signalGroup(p.pid, syscall.SIGKILL) // stragglers in the group
+		}
+	})
+	return nil
+}
+
+func logFile(dir, name string) (*os.File, error) {
+	if dir == "" {
+		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(dir+"/"+name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+func envIndex(env []string, key string) int {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return i
+		}
+	}
+	return -1
+}
+
+// readDisplayFD reads the display number Xvfb writes to -displayfd.
+func readDisplayFD(ctx context.Context, r *os.File, xDone <-chan struct{}) (string, error) {
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		got <- strings.TrimSpace(line)
+	}()
+	select {
+	case n := <-got:
+		if _, err := strconv.Atoi(n); err != nil {
+			return "", fmt.Errorf("guest: Xvfb did not report a display (got %q)", n)
+		}
+		return n, nil
+	case <-xDone:
+		return "", errors.New("guest: Xvfb exited during start-up")
+	case <-ctx.Done():
+		r.SetReadDeadline(time.Now())
+		return "", fmt.Errorf("guest: waiting for Xvfb: %w", ctx.Err())
+	}
+}
+
+// probe waits until check succeeds, with a short backoff, failing early when
+// a process it depends on exits.
+func probe(ctx context.Context, what string, check func() bool, died ...<-chan struct{}) error {
+	delay := 2 * time.Millisecond
+	for {
+		if check() {
+			return nil
+		}
+		for _, d := range died {
+			select {
+			case <-d:
+				return fmt.Errorf("guest: %s: process exited during start-up", what)
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("guest: %s: %w", what, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
+
+func waitX(ctx context.Context, display string, xDone <-chan struct{}) error {
+	return probe(ctx, "waiting for X on "+display, func() bool {
+		nc, err := dialX(display, time.Second)
+		if err != nil {
+			return false
+		}
+		nc.SetDeadline(time.Now().Add(time.Second))
+		c, err := xgb.NewConnNet(nc)
+		if err != nil {
+			nc.Close()
+			return false
+		}
+		nc.Close()
+		c.Close()
+		return true
+	}, xDone)
+}
+
+func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) error {
+	d := newDisplay(display)
+	defer d.close()
+	return probe(ctx, "waiting for the window manager on "+display, func() bool {
+		ok, err := d.wmAlive(ctx)
+		return err == nil && ok
+	}, wmDone, xDone)
+}
+
+var _ = unix.Kill
