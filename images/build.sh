@@ -53,14 +53,35 @@ if [ -z "$mirror" ]; then
 fi
 echo "building $ref from $mirror $suite"
 
-pkgs=$(grep -v '^[[:space:]]*#' "$here/packages.txt" | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+pkgs=$(grep -v '^[[:space:]]*#' "$here/packages.txt" | tr -s ' \n' ' ')
 work="$root/var/image-build"
 rootfs="$work/rootfs-$tag"
+# A failed run leaves its rootfs for inspection; start clean.
+if [ -d "$rootfs/proc" ] && mountpoint -q "$rootfs/proc"; then umount "$rootfs/proc"; fi
 rm -rf "$rootfs"
 mkdir -p "$work"
-trap 'rm -rf "$rootfs"' EXIT
 
-debootstrap --variant=minbase --include="$pkgs" "$suite" "$rootfs" "$mirror"
+# minbase first (cached as a tarball per suite: it does not depend on the
+# recipe), then the desktop packages with apt inside the chroot (apt orders
+# the configuration of a large dependency tree; debootstrap's --include does
+# not reliably).
+base="$work/minbase-$suite.tgz"
+if [ ! -f "$base" ]; then
+	debootstrap --variant=minbase --make-tarball="$base.part" "$suite" "$work/tarball-tmp" "$mirror"
+	rm -rf "$work/tarball-tmp"
+	mv "$base.part" "$base"
+fi
+debootstrap --variant=minbase --unpack-tarball="$base" "$suite" "$rootfs" "$mirror"
+echo "deb $mirror $suite main" >"$rootfs/etc/apt/sources.list"
+printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+chmod +x "$rootfs/usr/sbin/policy-rc.d"
+mount -t proc proc "$rootfs/proc"
+trap 'umount "$rootfs/proc" 2>/dev/null || true' EXIT
+chroot "$rootfs" apt-get update
+DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y --no-install-recommends $pkgs
+umount "$rootfs/proc"
+trap - EXIT
+rm -f "$rootfs/usr/sbin/policy-rc.d"
 
 # The desktop runs as an unprivileged user; /run/shinken is where the host
 # bind-mounts the guest socket dir, /opt/shinken where it mounts guestd.
@@ -68,6 +89,8 @@ chroot "$rootfs" /usr/sbin/useradd --uid 1000 --create-home --shell /bin/bash ag
 mkdir -p "$rootfs/run/shinken" "$rootfs/opt/shinken"
 mkdir -p -m 1777 "$rootfs/tmp/.X11-unix"
 chmod 1777 "$rootfs/tmp/.X11-unix"
+# Home and /tmp are the agent's; nothing else is writable to it.
+chmod 0755 "$rootfs/var/tmp"
 
 # Keep it small: nothing at run time needs apt caches, docs or manuals.
 chroot "$rootfs" apt-get clean
@@ -84,4 +107,5 @@ tar -C "$rootfs" --numeric-owner -c . | docker import \
 	--change 'CMD ["/opt/shinken/guestd", "--session"]' \
 	- "$ref"
 docker tag "$ref" "$repo:latest"
+rm -rf "$rootfs"
 echo "built $ref"

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,9 +73,10 @@ var ErrNoImage = errors.New("docker image not built: run make image")
 
 // Options configure a Provider.
 type Options struct {
-	// Guestd is the host path of a static guestd binary, mounted read-only
-	// into every container. Required.
-	Guestd string
+	// GuestdPath is the host path of a static (CGO_ENABLED=0) guestd binary,
+	// mounted read-only into every container; "" means "guestd" next to the
+	// executable, else on PATH.
+	GuestdPath string
 	// Image is the sandbox image; "" means images.Ref(), the current recipe.
 	Image string
 	// Instance names this server instance on the engine. New removes the
@@ -130,12 +132,11 @@ func (b *box) markDead() { b.once.Do(func() { close(b.dead) }) }
 // New connects to the engine, checks the image, and removes what earlier runs
 // of the same instance left behind.
 func New(ctx context.Context, opts Options) (*Provider, error) {
-	if opts.Guestd == "" {
-		return nil, errors.New("docker provider: Options.Guestd is required")
+	guestd, err := findGuestd(opts.GuestdPath)
+	if err != nil {
+		return nil, err
 	}
-	if st, err := os.Stat(opts.Guestd); err != nil || st.IsDir() {
-		return nil, fmt.Errorf("docker provider: guestd binary %q: %w", opts.Guestd, errors.Join(err, errIfDir(st)))
-	}
+	opts.GuestdPath = guestd
 	if opts.Image == "" {
 		opts.Image = images.Ref()
 	}
@@ -169,7 +170,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := p.cli.Ping(pctx)
+	_, err = p.cli.Ping(pctx)
 	cancel()
 	if err != nil {
 		return fail(fmt.Errorf("docker provider: %w: %w", ErrNoEngine, err))
@@ -197,11 +198,32 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	return p, nil
 }
 
-func errIfDir(st os.FileInfo) error {
-	if st != nil && st.IsDir() {
-		return errors.New("is a directory")
+// findGuestd resolves the guestd binary to an absolute path (a bind mount
+// source must be one).
+func findGuestd(path string) (string, error) {
+	if path == "" {
+		if exe, err := os.Executable(); err == nil {
+			if cand := filepath.Join(filepath.Dir(exe), "guestd"); isFile(cand) {
+				path = cand
+			}
+		}
 	}
-	return nil
+	if path == "" {
+		p, err := exec.LookPath("guestd")
+		if err != nil {
+			return "", fmt.Errorf("docker provider: guestd not found next to the executable or on PATH; set Options.GuestdPath: %w", err)
+		}
+		path = p
+	}
+	if !isFile(path) {
+		return "", fmt.Errorf("docker provider: guestd %q is not a file", path)
+	}
+	return filepath.Abs(path)
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func randomID() string {
@@ -379,7 +401,7 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 		},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: dir, Target: sockDir},
-			{Type: mount.TypeBind, Source: p.opts.Guestd, Target: guestdPath, ReadOnly: true},
+			{Type: mount.TypeBind, Source: p.opts.GuestdPath, Target: guestdPath, ReadOnly: true},
 		},
 	}
 	return cfg, hcfg

@@ -1,0 +1,428 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	dockerclient "github.com/docker/docker/client"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/images"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/process"
+)
+
+// guestdBin is a static guestd built once by TestMain, or "" with skipWhy set.
+var (
+	guestdBin string
+	skipWhy   string
+)
+
+func TestMain(m *testing.M) {
+	process.MaybeRunInit() // the benchmarks' baseline provider re-execs this binary
+	dir, err := os.MkdirTemp("", "shinken-docker-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	skipWhy = setup(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// setup checks for an engine and the image, and builds a static guestd into
+// dir. It returns why docker tests must skip, or "".
+func setup(dir string) string {
+	cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		return "no docker engine: " + err.Error()
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		return "no docker engine answers: " + err.Error()
+	}
+	if _, err := cli.ImageInspect(ctx, images.Ref()); err != nil {
+		return "docker image not built: run make image (" + images.Ref() + ")"
+	}
+	if p := os.Getenv("SHINKEN_GUESTD"); p != "" {
+		guestdBin = p
+		return ""
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "go toolchain not on PATH: cannot build guestd"
+	}
+	out := filepath.Join(dir, "guestd")
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/shinken-rl/shinken/cmd/guestd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Sprintf("cannot build guestd: %v: %s", err, b)
+	}
+	guestdBin = out
+	return ""
+}
+
+// engine returns a client for assertions made from outside the provider.
+func engine(t testing.TB) *dockerclient.Client {
+	t.Helper()
+	cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// newProvider returns a provider with a fresh instance name, closed in
+// t.Cleanup, after which nothing labelled with its run may remain.
+func newProvider(t testing.TB) *Provider {
+	t.Helper()
+	return newProviderInstance(t, fmt.Sprintf("test-%s", randomID()))
+}
+
+func newProviderInstance(t testing.TB, instance string) *Provider {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := New(ctx, Options{GuestdPath: guestdBin, Instance: instance})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		assertNoLeaks(t, p.Run())
+	})
+	return p
+}
+
+// assertNoLeaks fails the test if any container or image still carries run.
+func assertNoLeaks(t testing.TB, run string) {
+	t.Helper()
+	cli := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", LabelRun+"="+run))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	ims, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("list images: %v", err)
+	}
+	if len(cs) != 0 || len(ims) != 0 {
+		t.Errorf("after Close, run %s left: got %d containers, %d images; want 0, 0", run, len(cs), len(ims))
+	}
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dial connects to a sandbox's guest, closed in t.Cleanup.
+func dial(t testing.TB, ctx context.Context, sb *pool.Sandbox) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, sb.GuestNetwork, sb.GuestAddr)
+	if err != nil {
+		t.Fatalf("dial guest of %.12s: %v", sb.ID, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sh runs a shell command in the sandbox and returns its stdout; a non-zero
+// exit fails the test.
+func sh(t testing.TB, ctx context.Context, c *client.Client, script string) string {
+	t.Helper()
+	res, err := c.Exec(ctx, wire.ExecArgs{Shell: script, TimeoutMS: 10000})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	if res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("exec %q: exit %v signal %q stderr %q", script, res.ExitCode, res.Signal, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
+func TestNoEngineOrImageIsTyped(t *testing.T) {
+	if guestdBin == "" {
+		t.Skip(skipWhy)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	_, err := New(ctx, Options{GuestdPath: guestdBin, Image: "shinken-sandbox:does-not-exist"})
+	if !errors.Is(err, ErrNoImage) {
+		t.Fatalf("New with a missing image: got %v; want ErrNoImage", err)
+	}
+	_, err = New(ctx, Options{GuestdPath: filepath.Join(t.TempDir(), "nope")})
+	if err == nil {
+		t.Fatal("New with a missing guestd: got nil error; want one")
+	}
+}
+
+// TestContainerConfinement checks the container's settings as the engine
+// reports them and as seen from inside.
+func TestContainerConfinement(t *testing.T) {
+	p := newProvider(t)
+	ctx := testCtx(t, 2*time.Minute)
+	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 512 << 20, Pids: 300})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	info, err := engine(t).ContainerInspect(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	hc := info.HostConfig
+	if got := string(hc.NetworkMode); got != "none" {
+		t.Errorf("network mode: got %q; want none", got)
+	}
+	if hc.Init == nil || !*hc.Init {
+		t.Errorf("init: got %v; want true", hc.Init)
+	}
+	if hc.PidsLimit == nil || *hc.PidsLimit != 300 {
+		t.Errorf("pids limit: got %v; want 300", hc.PidsLimit)
+	}
+	if hc.Memory != 512<<20 {
+		t.Errorf("memory: got %d; want %d", hc.Memory, 512<<20)
+	}
+	if hc.ShmSize != DefaultShm {
+		t.Errorf("shm size: got %d; want %d", hc.ShmSize, DefaultShm)
+	}
+	if got := info.Config.Labels[LabelInstance]; got != p.Instance() {
+		t.Errorf("instance label: got %q; want %q", got, p.Instance())
+	}
+	for _, m := range info.Mounts {
+		if strings.Contains(m.Source, "docker.sock") {
+			t.Errorf("mount %s -> %s: the docker socket must not be inside", m.Source, m.Destination)
+		}
+	}
+	c := dial(t, ctx, sb)
+	if got := strings.TrimSpace(sh(t, ctx, c, "id -u")); got != "1000" {
+		t.Errorf("desktop uid: got %s; want 1000", got)
+	}
+	// Only loopback: no interface but lo.
+	if got := strings.TrimSpace(sh(t, ctx, c, "ls /sys/class/net")); got != "lo" {
+		t.Errorf("network interfaces: got %q; want lo", got)
+	}
+	if got := sh(t, ctx, c, "test -e /var/run/docker.sock && echo present || echo absent"); strings.TrimSpace(got) != "absent" {
+		t.Errorf("docker socket inside: got %s; want absent", got)
+	}
+	// The root filesystem outside home belongs to root.
+	res, err := c.Exec(ctx, wire.ExecArgs{Shell: "touch /usr/bin/owned", TimeoutMS: 5000})
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if res.ExitCode != nil && *res.ExitCode == 0 {
+		t.Errorf("agent wrote /usr/bin: got exit 0; want a failure")
+	}
+}
+
+// TestForkInheritsFilesAndIsolates: files written before a snapshot appear in
+// every fork; a file written in one fork appears in no other.
+func TestForkInheritsFilesAndIsolates(t *testing.T) {
+	p := newProvider(t)
+	ctx := testCtx(t, 3*time.Minute)
+	sb, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	sh(t, ctx, dial(t, ctx, sb), "echo seeded > $HOME/seed.txt && echo tmp > /tmp/in-tmp.txt")
+	snap, err := p.Snapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	forks, err := p.Fork(ctx, snap, 3, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	if len(forks) != 3 {
+		t.Fatalf("Fork: got %d sandboxes; want 3", len(forks))
+	}
+	clients := make([]*client.Client, len(forks))
+	for i, f := range forks {
+		clients[i] = dial(t, ctx, f)
+		if got := sh(t, ctx, clients[i], "cat $HOME/seed.txt /tmp/in-tmp.txt"); got != "seeded\ntmp\n" {
+			t.Errorf("fork %d sees %q; want %q", i, got, "seeded\ntmp\n")
+		}
+	}
+	sh(t, ctx, clients[0], "echo mine > $HOME/only-fork0.txt && rm $HOME/seed.txt")
+	for i, c := range clients[1:] {
+		got := sh(t, ctx, c, "ls $HOME/only-fork0.txt 2>/dev/null; cat $HOME/seed.txt")
+		if got != "seeded\n" {
+			t.Errorf("fork %d after fork 0 wrote: got %q; want %q", i+1, got, "seeded\n")
+		}
+	}
+	if got := sh(t, ctx, dial(t, ctx, sb), "ls $HOME/only-fork0.txt 2>/dev/null; cat $HOME/seed.txt"); got != "seeded\n" {
+		t.Errorf("origin after fork 0 wrote: got %q; want %q", got, "seeded\n")
+	}
+	ids := map[string]bool{sb.ID: true}
+	for _, f := range forks {
+		if ids[f.ID] || ids[f.GuestAddr] {
+			t.Errorf("fork %.12s shares an id or socket", f.ID)
+		}
+		ids[f.ID], ids[f.GuestAddr] = true, true
+	}
+}
+
+// TestKilledFromOutside: a container killed through the engine closes Dead,
+// Alive reports ErrSandboxDied, and a guest call reports sandbox_died.
+func TestKilledFromOutside(t *testing.T) {
+	p := newProvider(t)
+	ctx := testCtx(t, 2*time.Minute)
+	sb, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	c := dial(t, ctx, sb)
+	if err := p.Alive(ctx, sb.ID); err != nil {
+		t.Fatalf("Alive before kill: got %v; want nil", err)
+	}
+	if err := engine(t).ContainerKill(ctx, sb.ID, "KILL"); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	select {
+	case <-sb.Dead:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Dead not closed 30s after the container was killed")
+	}
+	if err := p.Alive(ctx, sb.ID); !errors.Is(err, pool.ErrSandboxDied) {
+		t.Errorf("Alive after kill: got %v; want ErrSandboxDied", err)
+	}
+	_, err = c.Health(ctx)
+	if got := aci.CodeOf(err); got != aci.CodeSandboxDied {
+		t.Errorf("guest call after kill: got code %q (%v); want %q", got, err, aci.CodeSandboxDied)
+	}
+	// The provider still works: a replacement boots.
+	sb2, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create replacement: %v", err)
+	}
+	if err := p.Alive(ctx, sb2.ID); err != nil {
+		t.Errorf("replacement Alive: got %v; want nil", err)
+	}
+	if err := p.Destroy(ctx, sb.ID); err != nil {
+		t.Errorf("Destroy of the killed one: %v", err)
+	}
+	if err := p.Destroy(ctx, sb.ID); err != nil {
+		t.Errorf("second Destroy: got %v; want nil (idempotent)", err)
+	}
+	if err := p.Alive(ctx, sb.ID); !errors.Is(err, pool.ErrNotFound) {
+		t.Errorf("Alive after Destroy: got %v; want ErrNotFound", err)
+	}
+}
+
+// TestSnapshotGC: a deleted snapshot's image stays while a fork stands on it
+// and goes with the last one.
+func TestSnapshotGC(t *testing.T) {
+	p := newProvider(t)
+	ctx := testCtx(t, 3*time.Minute)
+	cli := engine(t)
+	sb, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	snap, err := p.Snapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	fork, err := p.Restore(ctx, snap, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	// A snapshot of the fork stands on snap's image too.
+	snap2, err := p.Snapshot(ctx, fork.ID)
+	if err != nil {
+		t.Fatalf("Snapshot of fork: %v", err)
+	}
+	if err := p.DeleteSnapshot(ctx, snap); err != nil {
+		t.Fatalf("DeleteSnapshot: %v", err)
+	}
+	if _, err := p.Restore(ctx, snap, pool.Spec{}); !errors.Is(err, pool.ErrNotFound) {
+		t.Errorf("Restore of a deleted snapshot: got %v; want ErrNotFound", err)
+	}
+	exists := func(id string) bool {
+		_, err := cli.ImageInspect(ctx, id)
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			t.Fatalf("inspect %s: %v", id, err)
+		}
+		return err == nil
+	}
+	if !exists(snap) {
+		t.Fatal("snapshot image removed while a fork still uses it")
+	}
+	if err := p.Destroy(ctx, fork.ID); err != nil {
+		t.Fatalf("Destroy fork: %v", err)
+	}
+	if !exists(snap) {
+		t.Fatal("snapshot image removed while a later snapshot stands on it")
+	}
+	if err := p.DeleteSnapshot(ctx, snap2); err != nil {
+		t.Fatalf("DeleteSnapshot 2: %v", err)
+	}
+	if exists(snap2) || exists(snap) {
+		t.Errorf("after the last user went: snap2 exists %v, snap exists %v; want both removed", exists(snap2), exists(snap))
+	}
+	if err := p.DeleteSnapshot(ctx, snap); err != nil {
+		t.Errorf("second DeleteSnapshot: got %v; want nil", err)
+	}
+	if got := p.Snapshots(); len(got) != 0 {
+		t.Errorf("snapshots held: got %v; want none", got)
+	}
+}
+
+// TestSweepRemovesOrphans: a run that never closed (a crash) leaves a
+// container and an image; the next run of the same instance removes them and
+// leaves other instances alone.
+func TestSweepRemovesOrphans(t *testing.T) {
+	instance := "test-sweep-" + randomID()
+	crashed := newProviderInstance(t, instance)
+	other := newProvider(t)
+	ctx := testCtx(t, 3*time.Minute)
+	sb, err := crashed.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	snap, err := crashed.Snapshot(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	bystander, err := other.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create in another instance: %v", err)
+	}
+	newProviderInstance(t, instance) // the restarted server
+	cli := engine(t)
+	if _, err := cli.ContainerInspect(ctx, sb.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("orphan container after sweep: got %v; want not found", err)
+	}
+	if _, err := cli.ImageInspect(ctx, snap); !cerrdefs.IsNotFound(err) {
+		t.Errorf("orphan image after sweep: got %v; want not found", err)
+	}
+	if err := other.Alive(ctx, bystander.ID); err != nil {
+		t.Errorf("other instance's sandbox after sweep: got %v; want alive", err)
+	}
+}
