@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +67,9 @@ const (
 	DefaultUID          = 1000 // the image's "agent" user
 )
 
+// validInstance is what a container name allows, bounded.
+var validInstance = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
 // ErrNoEngine is returned by New when no Docker engine answers.
 var ErrNoEngine = errors.New("no docker engine")
 
@@ -83,8 +88,10 @@ type Options struct {
 	// containers and images of earlier runs of the same instance, so two live
 	// servers on one engine need different names. "" means "default".
 	Instance string
-	// StateDir holds the per-container socket dirs; "" means a fresh
-	// directory under os.TempDir(). It is removed by Close.
+	// StateDir holds the per-container socket dirs. It belongs to this
+	// instance: New empties it of earlier runs' dirs. "" means a fresh
+	// directory under os.TempDir(), removed by Close. Keep it short: a unix
+	// socket path is limited to 107 bytes.
 	StateDir string
 	// UID is the uid guestd runs as inside the container; 0 means DefaultUID.
 	UID int
@@ -143,6 +150,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.Instance == "" {
 		opts.Instance = "default"
 	}
+	if !validInstance.MatchString(opts.Instance) {
+		return nil, fmt.Errorf("docker provider: instance %q: want [a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", opts.Instance)
+	}
 	if opts.UID == 0 {
 		opts.UID = DefaultUID
 	}
@@ -191,8 +201,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			return fail(fmt.Errorf("docker provider: state dir: %w", err))
 		}
 		p.stateDir = d
-	} else if err := os.MkdirAll(p.stateDir, 0o755); err != nil {
+	} else if err := resetDir(p.stateDir); err != nil {
 		return fail(fmt.Errorf("docker provider: state dir: %w", err))
+	}
+	if n := len(filepath.Join(p.stateDir, p.run+"-000000", sockName)); n > 107 {
+		return fail(fmt.Errorf("docker provider: state dir %q too long for a unix socket path (%d > 107 bytes)", p.stateDir, n))
 	}
 	p.watchCtx, p.watchCancel = context.WithCancel(context.Background())
 	return p, nil
@@ -224,6 +237,35 @@ func findGuestd(path string) (string, error) {
 func isFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// resetDir creates dir, or empties it of what earlier runs left.
+func resetDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InstanceFor names the instance of a server whose state lives in stateDir:
+// a restart with the same state dir sweeps its crashed predecessor's
+// containers, and servers with different state dirs leave each other alone.
+func InstanceFor(stateDir string) string {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		abs = stateDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "srv-" + hex.EncodeToString(sum[:6])
 }
 
 func randomID() string {
@@ -270,7 +312,8 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 		return nil, pool.ErrClosed
 	}
 	p.seq++
-	name := fmt.Sprintf("shinken-%s-%s-%d", p.opts.Instance, p.run, p.seq)
+	seq := p.seq
+	name := fmt.Sprintf("shinken-%s-%s-%d", p.opts.Instance, p.run, seq)
 	if snap != "" {
 		s, ok := p.snaps[snap]
 		if !ok || s.deleted {
@@ -289,7 +332,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 		}
 	}
 
-	dir := filepath.Join(p.stateDir, name)
+	dir := filepath.Join(p.stateDir, fmt.Sprintf("%s-%d", p.run, seq))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		release()
 		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
