@@ -58,11 +58,10 @@ func (s *Server) startApp(app string, args []string) (int, error) {
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
-	wait, err := s.procs.start(cmd)
+	pid, wait, err := s.procs.start(cmd)
 	if err != nil {
 		return 0, aci.Errorf(aci.CodeNotFound, "launch_app: start %s: %v", app, err)
 	}
-	pid := cmd.Process.Pid
 	s.apps.mu.Lock()
 	if s.apps.pids == nil {
 		s.apps.pids = map[int]string{}

@@ -85,7 +85,7 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 	cmd.Stdout, cmd.Stderr = outW, errW
 
 	start := time.Now()
-	waitc, err := s.procs.start(cmd)
+	pid, waitc, err := s.procs.start(cmd)
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -94,7 +94,6 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 		}
 		return nil, aci.Errorf(aci.CodeNotFound, "exec: start %s: %v", argv[0], err)
 	}
-	pid := cmd.Process.Pid
 	for _, f := range closers { // the child holds its own copies now
 		f.Close()
 	}

@@ -66,10 +66,10 @@ func reapAll() {
 	}
 }
 
-// startChild starts cmd leading a new process group and returns a channel
-// that gets its wait status once. cmd's stdio must be nil or *os.File so that
+// startChild starts cmd leading a new process group and returns its pid and
+// a channel that gets its wait status once. cmd's stdio must be nil or *os.File so that
 // no copy goroutines are involved (Cmd.Wait is never called).
-func startChild(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
+func startChild(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -80,7 +80,7 @@ func startChild(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
 	children.mu.Lock()
 	if err := cmd.Start(); err != nil {
 		children.mu.Unlock()
-		return nil, err
+		return 0, nil, err
 	}
 	pid := cmd.Process.Pid
 	reap := children.reap
@@ -100,7 +100,7 @@ func startChild(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
 			ch <- ws
 		}()
 	}
-	return ch, nil
+	return pid, ch, nil
 }
 
 // signalGroup sends sig to the process group led by pid.
@@ -119,12 +119,11 @@ type procTable struct {
 func newProcTable() *procTable { return &procTable{live: make(map[int]struct{})} }
 
 // start starts cmd (see startChild) and tracks its group until it exits.
-func (t *procTable) start(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
-	ch, err := startChild(cmd)
+func (t *procTable) start(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
+	pid, ch, err := startChild(cmd)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	pid := cmd.Process.Pid
 	t.mu.Lock()
 	t.live[pid] = struct{}{}
 	t.mu.Unlock()
@@ -136,7 +135,7 @@ func (t *procTable) start(cmd *exec.Cmd) (<-chan unix.WaitStatus, error) {
 		t.mu.Unlock()
 		out <- ws
 	}()
-	return out, nil
+	return pid, out, nil
 }
 
 // killAll kills every tracked process group.

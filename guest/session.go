@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
-	"golang.org/x/sys/unix"
 )
 
 // SessionConfig configures a desktop session: an Xvfb and a window manager
@@ -101,12 +100,12 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	xwait, err := startChild(cmd)
+	xpid, xwait, err := startChild(cmd)
 	logf.Close()
 	if err != nil {
 		return nil, fmt.Errorf("guest: start Xvfb: %w", err)
 	}
-	s.xpid = cmd.Process.Pid
+	s.xpid = xpid
 	s.xAlive.Store(true)
 	go func() {
 		ws := <-xwait
@@ -147,13 +146,13 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if i := envIndex(wcmd.Env, "DISPLAY"); i >= 0 {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
-	wwait, err := startChild(wcmd)
+	wmpid, wwait, err := startChild(wcmd)
 	wlog.Close()
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("guest: start %s: %w", wmArgs[0], err)
 	}
-	s.wmpid = wcmd.Process.Pid
+	s.wmpid = wmpid
 	s.wmAlive.Store(true)
 	go func() {
 		ws := <-wwait
@@ -294,5 +293,3 @@ func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) 
 		return err == nil && ok
 	}, wmDone, xDone)
 }
-
-var _ = unix.Kill
