@@ -1,0 +1,204 @@
+package trajectory
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrNoTokens is returned by VerlRow for an episode whose steps carry no
+// token ids (a scripted or random policy): there is nothing to train on.
+var ErrNoTokens = errors.New("episode has no token ids")
+
+// Row is one verl-style training row: the whole multi-turn episode as one
+// sequence. PromptIDs is the first turn's prompt; ResponseIDs is every token
+// after it, model and environment alike; ResponseMask is 1 for model tokens
+// and 0 for environment tokens (what each later prompt added after the
+// previous response).
+type Row struct {
+	PromptIDs        []int          `json:"prompt_ids"`
+	ResponseIDs      []int          `json:"response_ids"`
+	ResponseMask     []int          `json:"response_mask"`
+	ResponseLogprobs []float64      `json:"response_logprobs,omitempty"` // 0 for env tokens; absent unless every turn has them
+	RewardScore      float64        `json:"reward_score"`
+	NumTurns         int            `json:"num_turns"`
+	ExtraFields      map[string]any `json:"extra_fields"`
+}
+
+// Extra field names that VerlRow sets.
+const (
+	FieldExitReason = "traj_exit_reason"
+	FieldTask       = "task"
+	FieldEpisodeID  = "episode_id"
+	FieldEnvID      = "env_id"
+	FieldSeed       = "seed"
+	FieldForkOf     = "fork_of"
+	FieldTokenDrift = "token_drift" // bool: some turn's prompt did not extend the context
+	FieldDriftTurn  = "drift_turn"  // the first such turn; the row stops before it
+	FieldRowTurns   = "row_turns"   // turns the row holds (< num_turns after drift)
+	FieldFinish     = "finish_reasons"
+	FieldNoLogprobs = "logprobs_missing" // bool: some turn lacked logprobs, so the row has none
+)
+
+// VerlRow builds the training row of one episode.
+//
+// The mask is derived, not trusted: the context after turn i is prompt_i +
+// response_i, and turn i+1's prompt must start with it. The tokens the prompt
+// adds after it (observations, tool results, the chat template) are
+// environment tokens, mask 0; turn i+1's response ids are model tokens, mask
+// 1 (or the step's own ResponseMask when it has one of the right length). A
+// prompt that does not extend the context is token drift: the row is cut
+// before that turn and flagged (token_drift, drift_turn), never re-masked.
+func VerlRow(t *Trajectory) (Row, error) {
+	var turns []*Step
+	for i := range t.Steps {
+		st := &t.Steps[i]
+		if len(st.PromptIDs) == 0 && len(st.ResponseIDs) == 0 {
+			continue
+		}
+		turns = append(turns, st)
+	}
+	if len(turns) == 0 {
+		return Row{}, fmt.Errorf("episode %s: %w", t.EpisodeID, ErrNoTokens)
+	}
+	if len(turns) != len(t.Steps) {
+		return Row{}, fmt.Errorf("episode %s: %d of %d steps have no token ids: %w",
+			t.EpisodeID, len(t.Steps)-len(turns), len(t.Steps), ErrNoTokens)
+	}
+	row := Row{
+		PromptIDs:   append([]int{}, turns[0].PromptIDs...),
+		RewardScore: t.Reward,
+		NumTurns:    t.NumTurns,
+		ExtraFields: map[string]any{
+			FieldExitReason: string(t.ExitReason),
+			FieldTask:       t.Task,
+			FieldEpisodeID:  t.EpisodeID,
+			FieldEnvID:      t.EnvID,
+			FieldTokenDrift: false,
+		},
+	}
+	if row.NumTurns == 0 {
+		row.NumTurns = len(t.Steps)
+	}
+	if t.Seed != nil {
+		row.ExtraFields[FieldSeed] = *t.Seed
+	}
+	if t.ForkOf != "" {
+		row.ExtraFields[FieldForkOf] = t.ForkOf
+	}
+	haveLogprobs := true
+	for _, st := range turns {
+		if len(st.ResponseLogprobs) != len(st.ResponseIDs) {
+			haveLogprobs = false
+		}
+	}
+	var finish []string
+	ctx := []int{} // prompt_i + response_i
+	used := 0
+	for i, st := range turns {
+		if i == 0 {
+			ctx = append(ctx, st.PromptIDs...)
+		} else {
+			if !hasPrefix(st.PromptIDs, ctx) {
+				row.ExtraFields[FieldTokenDrift] = true
+				row.ExtraFields[FieldDriftTurn] = st.Index
+				break
+			}
+			env := st.PromptIDs[len(ctx):]
+			row.ResponseIDs = append(row.ResponseIDs, env...)
+			for range env {
+				row.ResponseMask = append(row.ResponseMask, 0)
+				if haveLogprobs {
+					row.ResponseLogprobs = append(row.ResponseLogprobs, 0)
+				}
+			}
+			ctx = append(ctx[:0], st.PromptIDs...)
+		}
+		row.ResponseIDs = append(row.ResponseIDs, st.ResponseIDs...)
+		mask := st.ResponseMask
+		if len(mask) != len(st.ResponseIDs) {
+			mask = nil
+		}
+		for j := range st.ResponseIDs {
+			m := 1
+			if mask != nil {
+				m = mask[j]
+			}
+			row.ResponseMask = append(row.ResponseMask, m)
+		}
+		if haveLogprobs {
+			row.ResponseLogprobs = append(row.ResponseLogprobs, st.ResponseLogprobs...)
+		}
+		ctx = append(ctx, st.ResponseIDs...)
+		finish = append(finish, st.FinishReason)
+		used++
+	}
+	if row.ResponseIDs == nil {
+		row.ResponseIDs, row.ResponseMask = []int{}, []int{}
+	}
+	row.ExtraFields[FieldRowTurns] = used
+	row.ExtraFields[FieldFinish] = finish
+	if !haveLogprobs {
+		row.ExtraFields[FieldNoLogprobs] = true
+	}
+	return row, nil
+}
+
+func hasPrefix(s, prefix []int) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i, v := range prefix {
+		if s[i] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ExportStats counts what ExportVerl wrote.
+type ExportStats struct {
+	Rows       int `json:"rows"`       // rows written
+	Skipped    int `json:"skipped"`    // episodes without token ids
+	DriftRows  int `json:"drift_rows"` // rows flagged token_drift
+	ModelToks  int `json:"model_tokens"`
+	EnvToks    int `json:"env_tokens"`
+	Unfinished int `json:"unfinished"` // episodes skipped because they have not ended
+}
+
+// ExportVerl writes one JSONL row per finished episode with token ids.
+// Episodes without tokens and unfinished ones are skipped and counted.
+func ExportVerl(w io.Writer, ts []*Trajectory) (ExportStats, error) {
+	var st ExportStats
+	enc := json.NewEncoder(w)
+	for _, t := range ts {
+		if t.EndedAt == nil {
+			st.Unfinished++
+			continue
+		}
+		row, err := VerlRow(t)
+		if errors.Is(err, ErrNoTokens) {
+			st.Skipped++
+			continue
+		}
+		if err != nil {
+			return st, err
+		}
+		if err := enc.Encode(row); err != nil {
+			return st, fmt.Errorf("verl export: %w", err)
+		}
+		st.Rows++
+		if row.ExtraFields[FieldTokenDrift] == true {
+			st.DriftRows++
+		}
+		for _, m := range row.ResponseMask {
+			if m == 1 {
+				st.ModelToks++
+			} else {
+				st.EnvToks++
+			}
+		}
+	}
+	return st, nil
+}
