@@ -1,0 +1,108 @@
+"""Test fixtures: a real envserver, built from this checkout and started for
+the test session (or the one at $SHINKEN_URL).
+
+Binaries come from $SHINKEN_BIN (a directory holding envserver and guestd, as
+`make test-python` passes) or are built with `go build` into a temp dir. The
+server runs the process provider on loopback with a token, writes its URL to
+an addr file when ready (waited for with a deadline), and is stopped at the
+end of the session.
+"""
+
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+
+START_TIMEOUT_S = 240  # a cold start boots the warm pool (Xvfb + WM + apps per sandbox)
+STOP_TIMEOUT_S = 60
+
+
+class Server:
+    """A running envserver: its base URL, bearer token and log file."""
+
+    def __init__(self, url, token=None, log=None):
+        self.url, self.token, self.log = url, token, log
+
+    def log_tail(self, n=4000):
+        if self.log and self.log.exists():
+            return self.log.read_text(errors="replace")[-n:]
+        return ""
+
+
+def _build(bindir):
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not on PATH and $SHINKEN_BIN is unset: cannot build envserver")
+    for cmd in ("envserver", "guestd"):
+        if not (ROOT / "cmd" / cmd).is_dir():
+            pytest.skip(f"cmd/{cmd} is not in this checkout yet")
+        subprocess.run([go, "build", "-o", str(bindir / cmd), f"./cmd/{cmd}"], cwd=ROOT, check=True,
+                       timeout=600)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    if os.environ.get("SHINKEN_URL"):
+        yield Server(os.environ["SHINKEN_URL"].rstrip("/"), os.environ.get("SHINKEN_TOKEN"))
+        return
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not on PATH (Debian package xvfb): the sandboxes need it")
+    tmp = tmp_path_factory.mktemp("envserver")
+    bindir = pathlib.Path(os.environ["SHINKEN_BIN"]) if os.environ.get("SHINKEN_BIN") else tmp / "bin"
+    if not os.environ.get("SHINKEN_BIN"):
+        bindir.mkdir()
+        _build(bindir)
+    token = secrets.token_hex(16)
+    addr = tmp / "addr"
+    log = tmp / "envserver.log"
+    argv = [str(bindir / "envserver"), "--listen", "127.0.0.1:0",
+            "--pool", os.environ.get("SHINKEN_TEST_POOL", "4"), "--provider", "process",
+            "--addr-file", str(addr), "--token", token, "--tasks", str(ROOT / "configs" / "tasks"),
+            "--state", str(tmp / "state")]
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    srv = Server(None, token, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not addr.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"envserver exited with {proc.returncode} before serving:\n{srv.log_tail()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"envserver wrote no addr file within {START_TIMEOUT_S}s:\n{srv.log_tail()}")
+            time.sleep(0.1)
+        srv.url = addr.read_text().strip()
+        yield srv
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)  # the session this fixture started
+                proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def tasks():
+    """The task suite as files: id → task dict (with solution and wrong)."""
+    out = {}
+    for p in sorted((ROOT / "configs" / "tasks").glob("*.json")):
+        t = json.loads(p.read_text())
+        out[t["id"]] = t
+    return out
+
+
+@pytest.fixture(scope="session")
+def task_id(tasks):
+    """The task most tests run: the first in sorted order."""
+    return sorted(tasks)[0]
