@@ -200,7 +200,17 @@ func dialX(name string, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(6000+n)), timeout)
 }
 
+// connect dials the X server, retrying once: a server that just resumed
+// (SIGCONT) may drop the first new connection.
 func (d *display) connect() (*xconn, error) {
+	x, err := d.connectOnce()
+	if err != nil {
+		x, err = d.connectOnce()
+	}
+	return x, err
+}
+
+func (d *display) connectOnce() (*xconn, error) {
 	nc, err := dialX(d.name, xTimeout)
 	if err != nil {
 		return nil, displayErr("connect to x server %s: %v", d.name, err)
