@@ -79,4 +79,7 @@ type Trajectory struct {
 	StartedAt  time.Time  `msgpack:"started_at" json:"started_at"`
 	EndedAt    *time.Time `msgpack:"ended_at,omitempty" json:"ended_at,omitempty"`
 	InitFrame  string     `msgpack:"init_frame,omitempty" json:"init_frame,omitempty"` // the reset observation
+	// Labels are free-form tags a client adds to its own copy (the rollout
+	// runner records its job key here); the server leaves them empty.
+	Labels map[string]string `msgpack:"labels,omitempty" json:"labels,omitempty"`
 }
