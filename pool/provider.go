@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"errors"
+
+	"github.com/shinken-rl/shinken/aci"
 )
 
 // Snapshot kinds a provider may advertise (DESIGN.md, "Sandboxes, snapshots, forks").
@@ -92,3 +94,18 @@ var (
 	ErrNotFound    = errors.New("sandbox not found")
 	ErrClosed      = errors.New("pool closed")
 )
+
+// Errorf returns an error that matches kind (one of the errors above) under
+// errors.Is and carries the wire code under aci.CodeOf, so callers can test
+// either. Its message is the formatted text.
+func Errorf(kind error, code aci.Code, format string, args ...any) error {
+	return &typedError{kind: kind, e: aci.Errorf(code, format, args...)}
+}
+
+type typedError struct {
+	kind error
+	e    *aci.Error
+}
+
+func (t *typedError) Error() string   { return t.e.Message }
+func (t *typedError) Unwrap() []error { return []error{t.kind, t.e} }

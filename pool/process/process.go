@@ -171,8 +171,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err := p.probeNamespaces(); err != nil {
 		if !opts.AllowUnconfined {
 			p.releaseRun()
-			return nil, fmt.Errorf("process: this host cannot confine sandboxes (%v); run as root or enable unprivileged user namespaces, or set AllowUnconfined to run them unconfined: %w",
-				err, aci.Errorf(aci.CodeUnsupported, "sandboxes cannot be confined on this host"))
+			return nil, pool.Errorf(pool.ErrUnsupported, aci.CodeUnsupported, "process: this host cannot confine sandboxes (%v); run as root or enable unprivileged user namespaces, or set AllowUnconfined to run them unconfined", err)
 		}
 		p.notes = "UNCONFINED: the host cannot create namespaces (" + err.Error() + "); sandboxes share the host's filesystem, network and processes. "
 		opts.Logf("process: WARNING: running sandboxes unconfined: %v", err)
@@ -298,7 +297,7 @@ func (p *Provider) Fork(ctx context.Context, snap string, n int, spec pool.Spec)
 }
 
 func notFound(what, id string) error {
-	return fmt.Errorf("process: %s %q: %w", what, id, errors.Join(pool.ErrNotFound, aci.Errorf(aci.CodeNotFound, "%s %q not found", what, id)))
+	return pool.Errorf(pool.ErrNotFound, aci.CodeNotFound, "process: %s %q not found", what, id)
 }
 
 // boot starts one sandbox, seeded from the snapshot directory seed when it
@@ -516,8 +515,7 @@ func (p *Provider) Alive(ctx context.Context, id string) error {
 	}
 	select {
 	case <-b.dead:
-		return fmt.Errorf("process: sandbox %s: init exited (%v): %w", id, b.exitErr,
-			errors.Join(pool.ErrSandboxDied, aci.Errorf(aci.CodeSandboxDied, "sandbox %s died", id)))
+		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died (init exited: %v)", id, b.exitErr)
 	default:
 		return nil
 	}

@@ -78,9 +78,10 @@ func TestProviderSuite(t *testing.T) {
 	pooltest.ProviderSuite(t, func(t *testing.T) pool.Provider { return newTestProvider(t, Options{}) })
 }
 
-// nsProcs lists the host pids whose pid namespace is ns.
-func nsProcs(ns string) []int {
-	var pids []int
+// nsProcs lists the processes in pid namespace ns as pid → start time.
+// Namespace ids are recycled, so survivors compares start times too.
+func nsProcs(ns string) map[int]string {
+	procs := map[int]string{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		var pid int
@@ -88,10 +89,34 @@ func nsProcs(ns string) []int {
 			continue
 		}
 		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); err == nil && l == ns {
-			pids = append(pids, pid)
+			procs[pid] = procStart(pid)
 		}
 	}
-	return pids
+	return procs
+}
+
+// procStart is /proc/<pid>/stat after the command name ("" if gone).
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// survivors returns the processes of procs still running.
+func survivors(procs map[int]string) []int {
+	var left []int
+	for pid, st := range procs {
+		if procStart(pid) == st {
+			left = append(left, pid)
+		}
+	}
+	return left
 }
 
 func TestGuestdKilledNoLeak(t *testing.T) {
@@ -102,7 +127,8 @@ func TestGuestdKilledNoLeak(t *testing.T) {
 	if ns == "" {
 		t.Fatalf("PIDNamespace empty for a confined sandbox")
 	}
-	if n := len(nsProcs(ns)); n < 3 {
+	procs := nsProcs(ns)
+	if n := len(procs); n < 3 {
 		t.Fatalf("processes in the sandbox = %d; want at least guestd, Xvfb, WM", n)
 	}
 	if err := syscall.Kill(p.InitPID(sb.ID), syscall.SIGKILL); err != nil {
@@ -117,7 +143,7 @@ func TestGuestdKilledNoLeak(t *testing.T) {
 	if err := p.Destroy(ctx, sb.ID); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
-	if left := nsProcs(ns); len(left) > 0 {
+	if left := survivors(procs); len(left) > 0 {
 		t.Fatalf("processes left in the dead sandbox's namespace: %v", left)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

@@ -203,8 +203,7 @@ func (d *displays) acquire() (int, error) {
 		d.next = (num - d.base + 1) % d.n
 		return num, nil
 	}
-	return 0, fmt.Errorf("process: all %d display numbers from %d are in use (raise Options.Displays): %w",
-		d.n, d.base, errors.Join(pool.ErrExhausted, aci.Errorf(aci.CodePoolExhausted, "no free X display")))
+	return 0, pool.Errorf(pool.ErrExhausted, aci.CodePoolExhausted, "process: all %d display numbers from %d are in use (raise Options.Displays)", d.n, d.base)
 }
 
 // release frees a display once its sandbox is confirmed gone.
@@ -358,8 +357,7 @@ func awaitHello(ctx context.Context, addr string, dead <-chan struct{}) error {
 	for {
 		select {
 		case <-dead:
-			return fmt.Errorf("init exited before the guest answered: %w",
-				errors.Join(pool.ErrSandboxDied, aci.Errorf(aci.CodeSandboxDied, "sandbox died while booting")))
+			return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "init exited before the guest answered")
 		default:
 		}
 		var d net.Dialer
