@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tickerScript redraws a counter in place about every 10 ms without forking
+// (bash's read -t on a FIFO nobody writes is a sleep), so that every capture
+// sees a frame it has not seen before and must encode it: the same load on
+// the baseline display and in the Shinken sandbox.
+const tickerScript = `f=$(mktemp -u);mkfifo $f;exec 3<>$f;rm $f;i=0;while :;do i=$((i+1));printf '\r%010d' $i;read -t 0.01 -u 3;done`
+
+// Baseline is the common harness's way to step a desktop: xdotool and scrot
+// as subprocesses against a plain Xvfb display (1280x800x24, openbox, an
+// xterm redrawing a counter) that Baseline starts itself.
+type Baseline struct {
+	display string
+	dir     string
+	procs   []*exec.Cmd
+}
+
+// BaselineTools are the binaries the baseline needs on PATH.
+var BaselineTools = []string{"Xvfb", "openbox", "xterm", "xdotool", "scrot", "bash"}
+
+// StartBaseline starts Xvfb on a free display with openbox and one xterm at
+// the geometry Shinken's tasks use, running tickerScript, and waits until the
+// xterm's window is mapped. Close ends everything it started.
+func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
+	for _, t := range BaselineTools {
+		if _, err := exec.LookPath(t); err != nil {
+			return nil, fmt.Errorf("baseline needs %s: %w", t, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "shinken-bench-baseline-")
+	if err != nil {
+		return nil, err
+	}
+	bl := &Baseline{dir: dir}
+	defer func() {
+		if err != nil {
+			bl.Close()
+		}
+	}()
+	if bl.display, err = bl.startXvfb(ctx); err != nil {
+		return nil, err
+	}
+	if err := bl.start("openbox"); err != nil {
+		return nil, err
+	}
+	if err := bl.start("xterm", "-geometry", "100x30+0+0", "-e", "bash", "-c", tickerScript); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		out, _ := exec.CommandContext(wctx, "xdotool", "search", "--onlyvisible", "--class", "xterm").Output()
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return bl, nil
+		}
+		select {
+		case <-wctx.Done():
+			return nil, fmt.Errorf("baseline: xterm never mapped on %s: %w", bl.display, wctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// startXvfb starts Xvfb with -displayfd, so the server picks a free display
+// number and says which once it accepts connections.
+func (bl *Baseline) startXvfb(ctx context.Context) (string, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return "", fmt.Errorf("baseline: start Xvfb: %w", err)
+	}
+	w.Close()
+	bl.procs = append(bl.procs, cmd)
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		got <- strings.TrimSpace(line)
+	}()
+	select {
+	case s := <-got:
+		if _, err := strconv.Atoi(s); err != nil {
+			return "", fmt.Errorf("baseline: Xvfb reported no display (%q)", s)
+		}
+		return ":" + s, nil
+	case <-time.After(15 * time.Second):
+		return "", errors.New("baseline: Xvfb did not report a display within 15s")
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// start runs a long-lived client of the baseline display.
+func (bl *Baseline) start(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env = bl.env()
+	cmd.Dir = bl.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("baseline: start %s: %w", name, err)
+	}
+	bl.procs = append(bl.procs, cmd)
+	return nil
+}
+
+func (bl *Baseline) env() []string {
+	return append(os.Environ(), "DISPLAY="+bl.display, "HOME="+bl.dir)
+}
+
+// Display returns the baseline's X display, e.g. ":3".
+func (bl *Baseline) Display() string { return bl.display }
+
+// Step does what many harnesses do per step: `xdotool mousemove X Y click 1`
+// then `scrot -o shot.png`, each a subprocess, and returns the PNG's size.
+func (bl *Baseline) Step(ctx context.Context, x, y int) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	click := exec.CommandContext(ctx, "xdotool", "mousemove", strconv.Itoa(x), strconv.Itoa(y), "click", "1")
+	click.Env = bl.env()
+	if out, err := click.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("baseline: xdotool: %w: %s", err, out)
+	}
+	shot := filepath.Join(bl.dir, "shot.png")
+	scrot := exec.CommandContext(ctx, "scrot", "-o", shot)
+	scrot.Env = bl.env()
+	if out, err := scrot.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("baseline: scrot: %w: %s", err, out)
+	}
+	st, err := os.Stat(shot)
+	if err != nil {
+		return 0, fmt.Errorf("baseline: scrot wrote nothing: %w", err)
+	}
+	return int(st.Size()), nil
+}
+
+// Close kills every process the baseline started (newest first), waits for
+// them and removes its directory.
+func (bl *Baseline) Close() {
+	for i := len(bl.procs) - 1; i >= 0; i-- {
+		cmd := bl.procs[i]
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}
+	bl.procs = nil
+	os.RemoveAll(bl.dir)
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
+// Linux architecture Go supports).
+const clockTicks = 100
+
+// procStat is what bench reads from /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid int
+	cpuTicks  uint64 // utime+stime+cutime+cstime
+}
+
+// readProcStat parses /proc/<pid>/stat; the command name may hold spaces
+// and parentheses, so fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("proc %d: malformed stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is state (field 3); ppid is field 4; utime..cstime are 14..17.
+	if len(f) < 15 {
+		return procStat{}, fmt.Errorf("proc %d: short stat", pid)
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	var sum uint64
+	for _, s := range f[11:15] {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		if v > 0 {
+			sum += uint64(v)
+		}
+	}
+	return procStat{pid: pid, ppid: ppid, cpuTicks: sum}, nil
+}
+
+// allProcs reads the stat of every process visible in /proc.
+func allProcs() []procStat {
+	ents, _ := os.ReadDir("/proc")
+	out := make([]procStat, 0, len(ents))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readProcStat(pid); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// subtree returns root and every descendant of root among procs.
+func subtree(procs []procStat, root int) []procStat {
+	kids := map[int][]int{}
+	by := map[int]procStat{}
+	for _, p := range procs {
+		kids[p.ppid] = append(kids[p.ppid], p.pid)
+		by[p.pid] = p
+	}
+	var out []procStat
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if p, ok := by[pid]; ok {
+			out = append(out, p)
+		}
+		queue = append(queue, kids[pid]...)
+	}
+	return out
+}
+
+// TreeCPUSeconds is the CPU time (user+system, including reaped children)
+// of process root and all its live descendants: for bench, itself, the
+// server it runs in-process and every sandbox it started. A process that
+// exits between two readings is counted through its parent's cutime once
+// reaped, so deltas over a run are close to the run's true cost.
+func TreeCPUSeconds(root int) float64 {
+	var ticks uint64
+	for _, p := range subtree(allProcs(), root) {
+		ticks += p.cpuTicks
+	}
+	return float64(ticks) / clockTicks
+}
+
+// HostCPUSeconds is the busy CPU time of the whole machine from /proc/stat
+// (every process of every user, so it includes other load on the machine).
+func HostCPUSeconds() float64 {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 8 || fs[0] != "cpu" {
+			continue
+		}
+		var busy uint64
+		for i, s := range fs[1:] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			v, _ := strconv.ParseUint(s, 10, 64)
+			busy += v
+		}
+		return float64(busy) / clockTicks
+	}
+	return 0
+}
+
+// Mem is the memory of a process tree in bytes.
+type Mem struct {
+	RSS   int64 // resident set, shared pages counted in full
+	PSS   int64 // proportional set: shared pages divided among sharers
+	Procs int
+}
+
+// TreeMemory sums RSS and PSS (from smaps_rollup) over root and its
+// descendants.
+func TreeMemory(root int) Mem {
+	var m Mem
+	for _, p := range subtree(allProcs(), root) {
+		rss, pss := procMem(p.pid)
+		m.RSS += rss
+		m.PSS += pss
+		m.Procs++
+	}
+	return m
+}
+
+// procMem reads a process's Rss and Pss in bytes from smaps_rollup.
+func procMem(pid int) (rss, pss int64) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Rss:":
+			rss = kb << 10
+		case "Pss:":
+			pss = kb << 10
+		}
+	}
+	return rss, pss
+}
+
+// MemTotal is the machine's memory in bytes from /proc/meminfo.
+func MemTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
