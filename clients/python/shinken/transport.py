@@ -154,7 +154,13 @@ class Transport:
             for attempt in range(attempts):
                 conn = self._connect()
                 try:
-                    conn.request(method, self._prefix + path, body=payload, headers=headers)
+                    try:
+                        conn.request(method, self._prefix + path, body=payload, headers=headers)
+                    except (BrokenPipeError, ConnectionResetError):
+                        # The server may have answered early and closed (e.g.
+                        # 413 for an oversized body): read that answer if any.
+                        if conn.sock is None:
+                            raise
                     resp = conn.getresponse()
                     data = resp.read()
                 except _STALE as e:

@@ -104,5 +104,6 @@ def tasks():
 
 @pytest.fixture(scope="session")
 def task_id(tasks):
-    """The task most tests run: the first in sorted order."""
-    return sorted(tasks)[0]
+    """The task most tests run: xterm-hello-file (a static xterm: no blinking
+    caret, so unchanged screens hash the same), else the first task."""
+    return "xterm-hello-file" if "xterm-hello-file" in tasks else sorted(tasks)[0]
