@@ -399,7 +399,7 @@ func (r *runner) job(ctx context.Context, j Job, start *api.Result, frames map[s
 	res := Result{Job: j}
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		out := r.episode(ctx, j, attempt, start, frames)
+		out := r.episode(ctx, j, attempt, attempt == r.cfg.MaxAttempts, start, frames)
 		start, frames = nil, nil
 		res.EpisodeID, res.Reward, res.Steps = out.episodeID, out.reward, out.steps
 		res.ExitReason, res.Error = out.exit, out.err
@@ -431,8 +431,9 @@ func (o outcome) failed(exit string, err error) outcome {
 }
 
 // episode runs one attempt: reset (or the forked start), then turns until
-// the episode ends, then saves its trajectory.
-func (r *runner) episode(ctx context.Context, j Job, attempt int, start *api.Result, frames map[string][]byte) (o outcome) {
+// the episode ends, then saves its trajectory. An attempt the
+// infrastructure broke is saved only when it is the last one.
+func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, start *api.Result, frames map[string][]byte) (o outcome) {
 	task := r.tasks[j.Task]
 	if start == nil {
 		seed := j.Seed
@@ -506,7 +507,9 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, start *api.Res
 				if res.Info != nil && res.Info.ExitReason != "" {
 					o.exit = res.Info.ExitReason
 				}
-				r.save(ctx, &o, j, attempt)
+				if last {
+					r.save(ctx, &o, j, attempt)
+				}
 			}
 			return o
 		}
@@ -524,7 +527,9 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, start *api.Res
 			if infraExit(o.exit) {
 				o.infra = o.exit
 			}
-			r.save(ctx, &o, j, attempt)
+			if o.infra == "" || last {
+				r.save(ctx, &o, j, attempt)
+			}
 			return o
 		}
 	}
