@@ -369,9 +369,9 @@ func TestConcurrentLeases(t *testing.T) {
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
-	for i := range 10 {
+	for i := range 8 {
 		wg.Go(func() {
-			for j := range 2 {
+			for j := range 1 {
 				l, err := p.Lease(ctxT(t))
 				if err != nil {
 					errs <- err
