@@ -3,6 +3,7 @@ package guest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"image"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jezek/xgb/shm"
@@ -81,24 +83,25 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, e
 	if err := validateObserve(o); err != nil {
 		return nil, err
 	}
-	f, err := s.capture(ctx, o)
-	if err != nil {
-		return nil, err
-	}
 	format := o.Format
 	if format == "" {
 		format = aci.FormatPNG
 	}
+	f, err := s.capture(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if f.rgb != nil && format != aci.FormatRaw {
+			s.x.putBuf(f.rgb)
+		}
+	}()
 	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display}
 	if slices.Contains(o.IfNoneMatch, f.hash) {
 		shot.NotModified = true
-		s.x.putBuf(f.rgb)
 		return shot, nil
 	}
 	data, err := encode(f, format, o.Quality)
-	if format != aci.FormatRaw {
-		s.x.putBuf(f.rgb)
-	}
 	if err != nil {
 		return nil, aci.Errorf(aci.CodeInternal, "encode %s: %v", format, err)
 	}
@@ -139,6 +142,7 @@ func (s *Server) capture(ctx context.Context, o wire.ObserveArgs) (*frame, error
 func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 	kind, win, _ := parseScope(o.Scope)
 	f := &frame{}
+	d := s.x
 	err := s.x.run(ctx, 0, func(x *xconn) error {
 		src := aci.Rect{W: x.w, H: x.h}
 		switch kind {
@@ -164,19 +168,37 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 			return err
 		}
 		ow, oh := scaledSize(src.W, src.H, o.MaxLongEdge)
-		f.rgb = x.d.getBuf(ow * oh * 3)
-		toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
 		f.w, f.h = ow, oh
 		f.display = aci.Display{W: x.w, H: x.h, SourceRect: src, Delivered: aci.Rect{W: ow, H: oh}}
 		p, err := x.pointer()
 		f.pointer = p
-		return err
+		if err != nil {
+			return err
+		}
+		// The same source pixels give the same frame: when they match the
+		// last capture's and the caller holds that frame, skip converting.
+		key := sourceKey(bgrx, src, ow, oh)
+		if key == d.lastKey && slices.Contains(o.IfNoneMatch, d.lastHash) {
+			f.hash = d.lastHash
+			return nil
+		}
+		f.rgb = d.getBuf(ow * oh * 3)
+		toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
+		f.hash = FrameHash(f.rgb, ow, oh)
+		d.lastKey, d.lastHash = key, f.hash
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.hash = FrameHash(f.rgb, f.w, f.h)
 	return f, nil
+}
+
+// sourceKey identifies captured source pixels together with the geometry
+// they are delivered at.
+func sourceKey(bgrx []byte, src aci.Rect, ow, oh int) xxh3.Uint128 {
+	seed := uint64(src.X)<<48 ^ uint64(src.Y)<<32 ^ uint64(src.W)<<16 ^ uint64(src.H) ^ uint64(ow)<<40 ^ uint64(oh)<<8
+	return xxh3.Hash128Seed(bgrx, seed)
 }
 
 func clip(r aci.Rect, w, h int) aci.Rect {
@@ -224,13 +246,21 @@ func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
 // the size shrinks.
 func toRGB(dst, src []byte, stride, w, h, ow, oh int) {
 	if ow == w && oh == h {
-		for y := 0; y < h; y++ {
-			s := src[y*stride : y*stride+w*4]
-			d := dst[y*w*3 : (y+1)*w*3]
-			for i, j := 0, 0; i+4 <= len(s); i, j = i+4, j+3 {
-				d[j], d[j+1], d[j+2] = s[i+2], s[i+1], s[i]
-			}
+		// Rows are independent: split them across two goroutines.
+		half := h / 2
+		if h*w < 1<<16 {
+			half = 0
 		}
+		var wg sync.WaitGroup
+		if half > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				convertRows(dst, src, stride, w, 0, half)
+			}()
+		}
+		convertRows(dst, src, stride, w, half, h)
+		wg.Wait()
 		return
 	}
 	xs := make([]int, ow+1)
@@ -310,4 +340,34 @@ func encode(f *frame, format string, quality int) ([]byte, error) {
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
 	err := enc.Encode(&buf, img)
 	return buf.Bytes(), err
+}
+
+// convertRows converts rows [y0, y1) of BGRX to RGB24, four pixels (16 bytes
+// in, 12 out) per step.
+func convertRows(dst, src []byte, stride, w, y0, y1 int) {
+	for y := y0; y < y1; y++ {
+		s := src[y*stride : y*stride+w*4]
+		d := dst[y*w*3 : (y+1)*w*3]
+		i, j := 0, 0
+		for ; i+16 <= len(s) && j+12 <= len(d); i, j = i+16, j+12 {
+			in := s[i : i+16 : i+16]
+			c0 := rgbOf(binary.LittleEndian.Uint32(in[0:4]))
+			c1 := rgbOf(binary.LittleEndian.Uint32(in[4:8]))
+			c2 := rgbOf(binary.LittleEndian.Uint32(in[8:12]))
+			c3 := rgbOf(binary.LittleEndian.Uint32(in[12:16]))
+			out := d[j : j+12 : j+12]
+			binary.LittleEndian.PutUint32(out[0:4], c0|c1<<24)
+			binary.LittleEndian.PutUint32(out[4:8], c1>>8|c2<<16)
+			binary.LittleEndian.PutUint32(out[8:12], c2>>16|c3<<8)
+		}
+		for ; i+4 <= len(s); i, j = i+4, j+3 {
+			d[j], d[j+1], d[j+2] = s[i+2], s[i+1], s[i]
+		}
+	}
+}
+
+// rgbOf turns a BGRX pixel read as a little-endian uint32 (0xXXRRGGBB) into
+// the 24-bit little-endian value of its R, G, B bytes.
+func rgbOf(p uint32) uint32 {
+	return (p>>16)&0xff | p&0xff00 | (p&0xff)<<16
 }

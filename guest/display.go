@@ -16,6 +16,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,6 +47,9 @@ type display struct {
 
 	bufMu sync.Mutex
 	rgb   []byte // reusable capture buffer
+
+	lastKey  xxh3.Uint128 // source pixels of the last converted capture (guarded by sem)
+	lastHash string       // and its frame hash
 }
 
 func newDisplay(name string) *display {

@@ -59,8 +59,11 @@ func (x *xconn) clientList() ([]xproto.Window, bool) {
 		return nil, false
 	}
 	r, err := xproto.GetProperty(x.c, false, x.root, a, xproto.AtomWindow, 0, 4096).Reply()
-	if err != nil || r.Format != 32 {
+	if err != nil {
 		return nil, false
+	}
+	if r.Format != 32 {
+		return nil, true // a WM with no clients yet
 	}
 	ids := make([]xproto.Window, 0, r.ValueLen)
 	for i := 0; i+4 <= len(r.Value); i += 4 {
