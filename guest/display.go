@@ -148,8 +148,11 @@ func (d *display) run(ctx context.Context, expect time.Duration, fn func(x *xcon
 				default:
 				}
 			}
-			if err != nil && x != nil && x.isDead() {
-				return fail(displayErr("x server %s: connection lost: %v", d.name, err))
+			var ae *aci.Error
+			if err != nil && !errors.As(err, &ae) {
+				// An untyped error is the X connection failing (or a protocol
+				// error): drop the connection, a fresh one is made next time.
+				return fail(displayErr("x server %s: %v", d.name, err))
 			}
 			return err
 		case <-ctx.Done():
