@@ -376,7 +376,7 @@ func awaitHello(ctx context.Context, addr string, dead <-chan struct{}) error {
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", errors.Join(ctx.Err(), aci.Errorf(aci.CodeTimeout, "sandbox boot timed out")), last)
+			return fmt.Errorf("guest did not answer hello (last: %v): %w: %w", last, ctx.Err(), aci.Errorf(aci.CodeTimeout, "sandbox boot timed out"))
 		case <-dead:
 		case <-time.After(wait):
 		}
