@@ -40,7 +40,8 @@ func runCtx(t *testing.T) context.Context {
 
 // TestRunnerE2E runs the batch runner against a real env server (process
 // sandboxes, Xvfb, guestd, HTTP on loopback), sharing one server across
-// subtests to keep the package fast.
+// subtests to keep the package fast. The subtests on one task run first,
+// while the pool holds only that task's golden checkpoint.
 func TestRunnerE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots real sandboxes")
@@ -51,47 +52,6 @@ func TestRunnerE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	t.Run("ScriptedPassesEveryTaskAndResumes", func(t *testing.T) {
-		out := t.TempDir()
-		pol := &countStarts{Policy: &Scripted{Tasks: tasks}}
-		cfg := Config{Client: client, Policy: pol, Tasks: tasks.IDs(), Concurrency: 2, Out: out, Logf: t.Logf}
-		sum, err := Run(runCtx(t), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range sum.Results {
-			if !r.Passed || r.ExitReason != string(trajectory.TaskComplete) {
-				t.Errorf("%s: exit %s reward %g error %q; want task_complete with reward 1", r.Job.Key(), r.ExitReason, r.Reward, r.Error)
-			}
-		}
-		if sum.Jobs != len(tasks) || sum.Passed != len(tasks) || sum.PassRate != 1 || sum.ExitReasons["task_complete"] != len(tasks) {
-			t.Errorf("summary jobs %d passed %d rate %g reasons %v; want all %d passed", sum.Jobs, sum.Passed, sum.PassRate, sum.ExitReasons, len(tasks))
-		}
-		checkOutputs(t, out, len(tasks))
-		// Scripted episodes carry no tokens: the export skips them all.
-		if sum.Verl == nil || sum.Verl.Rows != 0 || sum.Verl.Skipped != len(tasks) {
-			t.Errorf("verl stats %+v; want 0 rows, %d skipped", sum.Verl, len(tasks))
-		}
-
-		// A second run over the same dir needs Resume ...
-		if _, err := Run(runCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "Resume") {
-			t.Errorf("rerun without Resume: %v; want a refusal naming Resume", err)
-		}
-		// ... and with it, and one more seed, runs only the new seed's jobs.
-		before := pol.n.Load()
-		cfg.Resume, cfg.Seeds, cfg.Tasks = true, 2, tasks.IDs()[:1]
-		sum2, err := Run(runCtx(t), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := pol.n.Load() - before; got != 1 {
-			t.Errorf("resumed run started %d episodes; want 1 (seed 1 only)", got)
-		}
-		if sum2.Jobs != 2 || sum2.Resumed != 1 || sum2.Passed != 2 {
-			t.Errorf("resumed summary jobs %d resumed %d passed %d; want 2, 1, 2", sum2.Jobs, sum2.Resumed, sum2.Passed)
-		}
-	})
 
 	t.Run("ForkedReplicas", func(t *testing.T) {
 		id := "xterm-hello-file"
@@ -233,6 +193,47 @@ func TestRunnerE2E(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("ScriptedPassesEveryTaskAndResumes", func(t *testing.T) {
+		out := t.TempDir()
+		pol := &countStarts{Policy: &Scripted{Tasks: tasks}}
+		cfg := Config{Client: client, Policy: pol, Tasks: tasks.IDs(), Concurrency: 2, Out: out, Logf: t.Logf}
+		sum, err := Run(runCtx(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range sum.Results {
+			if !r.Passed || r.ExitReason != string(trajectory.TaskComplete) {
+				t.Errorf("%s: exit %s reward %g error %q; want task_complete with reward 1", r.Job.Key(), r.ExitReason, r.Reward, r.Error)
+			}
+		}
+		if sum.Jobs != len(tasks) || sum.Passed != len(tasks) || sum.PassRate != 1 || sum.ExitReasons["task_complete"] != len(tasks) {
+			t.Errorf("summary jobs %d passed %d rate %g reasons %v; want all %d passed", sum.Jobs, sum.Passed, sum.PassRate, sum.ExitReasons, len(tasks))
+		}
+		checkOutputs(t, out, len(tasks))
+		// Scripted episodes carry no tokens: the export skips them all.
+		if sum.Verl == nil || sum.Verl.Rows != 0 || sum.Verl.Skipped != len(tasks) {
+			t.Errorf("verl stats %+v; want 0 rows, %d skipped", sum.Verl, len(tasks))
+		}
+
+		// A second run over the same dir needs Resume ...
+		if _, err := Run(runCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "Resume") {
+			t.Errorf("rerun without Resume: %v; want a refusal naming Resume", err)
+		}
+		// ... and with it, and one more seed, runs only the new seed's jobs.
+		before := pol.n.Load()
+		cfg.Resume, cfg.Seeds, cfg.Tasks = true, 2, tasks.IDs()[:1]
+		sum2, err := Run(runCtx(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pol.n.Load() - before; got != 1 {
+			t.Errorf("resumed run started %d episodes; want 1 (seed 1 only)", got)
+		}
+		if sum2.Jobs != 2 || sum2.Resumed != 1 || sum2.Passed != 2 {
+			t.Errorf("resumed summary jobs %d resumed %d passed %d; want 2, 1, 2", sum2.Jobs, sum2.Resumed, sum2.Passed)
+		}
+	})
 }
 
 func mustJSON(v any) []byte {
