@@ -60,10 +60,12 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 	if err := bl.start("xterm", "-geometry", "100x30+0+0", "-e", "bash", "-c", tickerScript); err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		out, _ := exec.CommandContext(wctx, "xdotool", "search", "--onlyvisible", "--class", "xterm").Output()
+		search := exec.CommandContext(wctx, "xdotool", "search", "--onlyvisible", "--class", "xterm")
+		search.Env = bl.env()
+		out, _ := search.Output()
 		if len(strings.TrimSpace(string(out))) > 0 {
 			return bl, nil
 		}

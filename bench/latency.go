@@ -46,7 +46,7 @@ type modeProbe struct {
 	seen      map[string]bool
 	wire      int64
 	lastFrame string
-	run  func(ctx context.Context, p *modeProbe) error
+	run       func(ctx context.Context, p *modeProbe) error
 }
 
 func (b *runner) latency(ctx context.Context) (*Latency, error) {

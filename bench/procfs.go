@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
@@ -17,7 +18,8 @@ const clockTicks = 100
 // procStat is what bench reads from /proc/<pid>/stat.
 type procStat struct {
 	pid, ppid int
-	cpuTicks  uint64 // utime+stime+cutime+cstime
+	start     uint64 // start time in ticks since boot: (pid, start) names a process
+	ownTicks  uint64 // utime+stime
 }
 
 // readProcStat parses /proc/<pid>/stat; the command name may hold spaces
@@ -32,19 +34,16 @@ func readProcStat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("proc %d: malformed stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is state (field 3); ppid is field 4; utime..cstime are 14..17.
-	if len(f) < 15 {
+	// f[0] is state (field 3); ppid is field 4; utime and stime are 14
+	// and 15; starttime is 22.
+	if len(f) < 20 {
 		return procStat{}, fmt.Errorf("proc %d: short stat", pid)
 	}
 	ppid, _ := strconv.Atoi(f[1])
-	var sum uint64
-	for _, s := range f[11:15] {
-		v, _ := strconv.ParseInt(s, 10, 64)
-		if v > 0 {
-			sum += uint64(v)
-		}
-	}
-	return procStat{pid: pid, ppid: ppid, cpuTicks: sum}, nil
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procStat{pid: pid, ppid: ppid, start: start, ownTicks: utime + stime}, nil
 }
 
 // allProcs reads the stat of every process visible in /proc.
@@ -84,15 +83,66 @@ func subtree(procs []procStat, root int) []procStat {
 	return out
 }
 
-// TreeCPUSeconds is the CPU time (user+system, including reaped children)
-// of process root and all its live descendants: for bench, itself, the
-// server it runs in-process and every sandbox it started. A process that
-// exits between two readings is counted through its parent's cutime once
-// reaped, so deltas over a run are close to the run's true cost.
-func TreeCPUSeconds(root int) float64 {
+// CPUSampler measures the CPU time a process tree spends over an interval
+// by sampling each member's own utime+stime periodically and summing what
+// every process, even one that exited since, was seen to use. Children's
+// times (cutime) are left out, so nothing counts twice; a process that lives
+// and dies between two samples is missed. Sandboxes destroyed mid-run (their
+// processes vanish with their pid namespace, reaped by nobody who counts)
+// are still counted up to their last sample.
+type CPUSampler struct {
+	root  int
+	first map[[2]uint64]uint64 // (pid, start) -> ticks at first sight
+	last  map[[2]uint64]uint64
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// StartCPUSampler samples root's tree every period until Stop.
+func StartCPUSampler(root int, period time.Duration) *CPUSampler {
+	s := &CPUSampler{root: root, first: map[[2]uint64]uint64{}, last: map[[2]uint64]uint64{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	s.sample(true)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.sample(false)
+			}
+		}
+	}()
+	return s
+}
+
+func (s *CPUSampler) sample(initial bool) {
+	for _, p := range subtree(allProcs(), s.root) {
+		k := [2]uint64{uint64(p.pid), p.start}
+		if _, ok := s.first[k]; !ok {
+			if initial {
+				s.first[k] = p.ownTicks
+			} else {
+				s.first[k] = 0 // born during the interval
+			}
+		}
+		s.last[k] = p.ownTicks
+	}
+}
+
+// Stop takes a last sample and returns the tree's CPU seconds since start.
+func (s *CPUSampler) Stop() float64 {
+	close(s.stop)
+	<-s.done
+	s.sample(false)
 	var ticks uint64
-	for _, p := range subtree(allProcs(), root) {
-		ticks += p.cpuTicks
+	for k, last := range s.last {
+		if f := s.first[k]; last > f {
+			ticks += last - f
+		}
 	}
 	return float64(ticks) / clockTicks
 }

@@ -23,7 +23,7 @@ type Chart struct {
 }
 
 const (
-	svgW, svgH                    = 760, 460
+	svgW, svgH                     = 760, 460
 	padL, padR, padT, padB float64 = 78, 24, 56, 92
 )
 
@@ -53,7 +53,7 @@ func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
 	case a == 0:
 		return "0"
-	case a >= 1000:
+	case a >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)

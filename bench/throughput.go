@@ -41,6 +41,7 @@ type ThroughputPoint struct {
 	HostCPUPerStep float64 `json:"host_cpu_sec_per_step"`
 	StepP50        float64 `json:"step_p50_ms"`
 	StepP95        float64 `json:"step_p95_ms"`
+	ResetP50       float64 `json:"reset_p50_ms"` // client wall time of the workers' resets
 	MeanReward     float64 `json:"mean_reward"`
 	Errors         int64   `json:"errors"`
 	BootSeconds    float64 `json:"boot_seconds"`
@@ -51,7 +52,7 @@ const scaleGain = 1.10
 
 func (b *runner) throughput(ctx context.Context) (*Throughput, error) {
 	out := &Throughput{Method: fmt.Sprintf(
-		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, step it one request at a time (observe png, have = hashes the worker holds, like the Python client) and reset it when the episode ends; after a %s warm-up, steps and episodes finishing in a %s window are counted. random: random clicks/moves/scrolls/letters/keys until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (includes the server and sandboxes) and the whole host",
+		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, step it one request at a time (observe png, have = hashes the worker holds, like the Python client) and reset it when the episode ends; after a %s warm-up, steps and episodes finishing in a %s window are counted. random: random clicks/moves/scrolls/letters/keys until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (client, in-process server, sandboxes; each process's utime+stime sampled every 250 ms) and the whole host's busy time from /proc/stat",
 		b.opts.Task, b.sz.warmup, b.sz.window)}
 	best, flat := 0.0, 0
 	for _, n := range b.sz.pools {
@@ -129,6 +130,7 @@ type rolloutCounters struct {
 	mu       sync.Mutex
 	rewards  float64
 	lat      []time.Duration
+	resets   []time.Duration
 }
 
 // rollout runs n workers for warm-up plus window and measures the window.
@@ -153,36 +155,37 @@ func (b *runner) rollout(ctx context.Context, srv *server, n int, newPolicy func
 		stop()
 		return ThroughputPoint{}, err
 	}
-	me := os.Getpid()
-	cpu0, host0, t0 := TreeCPUSeconds(me), HostCPUSeconds(), time.Now()
+	sampler := StartCPUSampler(os.Getpid(), 250*time.Millisecond)
+	host0, t0 := HostCPUSeconds(), time.Now()
 	cnt.counting.Store(true)
 	select {
 	case <-time.After(b.sz.window):
 	case err := <-errs:
+		sampler.Stop()
 		stop()
 		return ThroughputPoint{}, err
 	}
 	cnt.counting.Store(false)
 	secs := time.Since(t0).Seconds()
-	cpu1, host1 := TreeCPUSeconds(me), HostCPUSeconds()
+	cpu, host1 := sampler.Stop(), HostCPUSeconds()
 	steps, eps := cnt.steps.Load(), cnt.episodes.Load()
 	stop()
 	cnt.mu.Lock()
-	d := Summarize(cnt.lat)
+	d, rd := Summarize(cnt.lat), Summarize(cnt.resets)
 	cnt.mu.Unlock()
 	p := ThroughputPoint{
 		Seconds: secs, Steps: steps, Episodes: eps, Errors: cnt.errors.Load(),
 		StepsPerSec: float64(steps) / secs, EpisodesPerMin: float64(eps) / secs * 60,
-		StepP50: d.P50, StepP95: d.P95,
+		StepP50: d.P50, StepP95: d.P95, ResetP50: rd.P50,
 	}
 	if steps > 0 {
-		p.CPUPerStep = (cpu1 - cpu0) / float64(steps)
+		p.CPUPerStep = cpu / float64(steps)
 		p.HostCPUPerStep = (host1 - host0) / float64(steps)
 	}
 	if eps > 0 {
 		p.MeanReward = cnt.rewards / float64(eps)
 	}
-	if steps == 0 {
+	if steps == 0 && p.Errors > 0 {
 		return p, fmt.Errorf("no step completed in %s (%d errors)", b.sz.window, p.Errors)
 	}
 	return p, nil
@@ -201,7 +204,13 @@ func (b *runner) worker(ctx context.Context, c *Client, task *configs.Task, pol 
 	have := newHaveSet(32)
 	obs := &api.Observe{Format: aci.FormatPNG}
 	for ctx.Err() == nil {
+		t0 := time.Now()
 		rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: task.ID}}, Observe: obs, Have: have.list()})
+		if err == nil && cnt.counting.Load() {
+			cnt.mu.Lock()
+			cnt.resets = append(cnt.resets, time.Since(t0))
+			cnt.mu.Unlock()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
