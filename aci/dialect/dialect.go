@@ -40,6 +40,9 @@ const (
 // Names returns the dialect names Parse accepts, in a stable order.
 func Names() []string { return []string{PyAutoGUI, XML, JSON, Auto} }
 
+// MaxText is the longest text Parse reads.
+const MaxText = 1 << 20
+
 // maxSnippet bounds the snippet an error carries.
 const maxSnippet = 200
 
@@ -48,6 +51,9 @@ const maxSnippet = 200
 // dialect_error and the offending snippet (a string) in Detail. A text with no
 // action in it is a dialect_error too.
 func Parse(dialect, text string) ([]aci.Action, error) {
+	if len(text) > MaxText {
+		return nil, dialectErr(text, "text of %d bytes is over the %d-byte limit", len(text), MaxText)
+	}
 	var (
 		acts []aci.Action
 		err  error

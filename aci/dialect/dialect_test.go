@@ -311,3 +311,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestPathologicalInputs(t *testing.T) {
+	for name, text := range map[string]string{
+		"deep xml":      strings.Repeat("<actions>", 5000) + `<click x="1" y="2"/>`,
+		"many raw":      strings.Repeat("<type_text>a", 3000),
+		"many braces":   strings.Repeat(`{"a": `, 3000),
+		"many fences":   strings.Repeat("```python\n", 3000),
+		"long code":     "```python\n" + strings.Repeat("pyautogui.press('a')\n", 5000) + "```",
+		"too long text": strings.Repeat("x", MaxText+1),
+	} {
+		for _, d := range Names() {
+			_, err := Parse(d, text)
+			if err != nil && aci.CodeOf(err) != aci.CodeDialectError {
+				t.Errorf("%s: Parse(%s) code %v; want dialect_error or success", name, d, aci.CodeOf(err))
+			}
+		}
+	}
+	if _, err := Parse("xml", strings.Repeat("<actions>", 40)+`<click x="1" y="2"/>`); aci.CodeOf(err) != aci.CodeDialectError {
+		t.Errorf("deeply nested xml: %v; want dialect_error", err)
+	}
+}

@@ -53,6 +53,9 @@ func baseName(tag string) string {
 func parseXML(text string) ([]aci.Action, error) {
 	p := &xmlParser{s: text}
 	root := p.parse()
+	if p.tooDeep {
+		return nil, dialectErr(text, "elements nested over %d deep", maxDepth)
+	}
 	var out []aci.Action
 	for _, n := range root {
 		acts, err := nodeActions(n)
@@ -65,8 +68,9 @@ func parseXML(text string) ([]aci.Action, error) {
 }
 
 type xmlParser struct {
-	s   string
-	pos int
+	s       string
+	pos     int
+	tooDeep bool
 }
 
 // parse reads nodes until the end of the text.
@@ -117,6 +121,11 @@ func (p *xmlParser) nodes(open []string) ([]*node, bool) {
 			p.pos += n // stray close tag: drop it
 			continue
 		}
+		if len(open) >= maxDepth {
+			p.tooDeep = true
+			p.pos = len(p.s)
+			break
+		}
 		start := p.pos
 		p.pos += n
 		el := &node{tag: tag, attrs: attrs}
@@ -135,10 +144,12 @@ func (p *xmlParser) nodes(open []string) ([]*node, bool) {
 	return kids, false
 }
 
+// maxDepth bounds element nesting; deeper is a dialect_error.
+const maxDepth = 32
+
 // rawBody reads verbatim up to the matching close tag (consumed) or the end.
 func (p *xmlParser) rawBody(base string) string {
-	low := strings.ToLower(p.s[p.pos:])
-	end := strings.Index(low, "</"+base)
+	end := indexFold(p.s[p.pos:], "</"+base)
 	if end < 0 {
 		body := p.s[p.pos:]
 		p.pos = len(p.s)
@@ -414,4 +425,19 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// indexFold is strings.Index ignoring ASCII case in s (sub is lowercase).
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if i+len(sub) <= len(s) && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
 }
