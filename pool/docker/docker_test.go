@@ -186,6 +186,7 @@ func TestNoEngineOrImageIsTyped(t *testing.T) {
 // TestContainerConfinement checks the container's settings as the engine
 // reports them and as seen from inside.
 func TestContainerConfinement(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := testCtx(t, 2*time.Minute)
 	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 512 << 20, Pids: 300})
@@ -241,56 +242,10 @@ func TestContainerConfinement(t *testing.T) {
 	}
 }
 
-// TestForkInheritsFilesAndIsolates: files written before a snapshot appear in
-// every fork; a file written in one fork appears in no other.
-func TestForkInheritsFilesAndIsolates(t *testing.T) {
-	p := newProvider(t)
-	ctx := testCtx(t, 3*time.Minute)
-	sb, err := p.Create(ctx, pool.Spec{})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	sh(t, ctx, dial(t, ctx, sb), "echo seeded > $HOME/seed.txt && echo tmp > /tmp/in-tmp.txt")
-	snap, err := p.Snapshot(ctx, sb.ID)
-	if err != nil {
-		t.Fatalf("Snapshot: %v", err)
-	}
-	forks, err := p.Fork(ctx, snap, 3, pool.Spec{})
-	if err != nil {
-		t.Fatalf("Fork: %v", err)
-	}
-	if len(forks) != 3 {
-		t.Fatalf("Fork: got %d sandboxes; want 3", len(forks))
-	}
-	clients := make([]*client.Client, len(forks))
-	for i, f := range forks {
-		clients[i] = dial(t, ctx, f)
-		if got := sh(t, ctx, clients[i], "cat $HOME/seed.txt /tmp/in-tmp.txt"); got != "seeded\ntmp\n" {
-			t.Errorf("fork %d sees %q; want %q", i, got, "seeded\ntmp\n")
-		}
-	}
-	sh(t, ctx, clients[0], "echo mine > $HOME/only-fork0.txt && rm $HOME/seed.txt")
-	for i, c := range clients[1:] {
-		got := sh(t, ctx, c, "ls $HOME/only-fork0.txt 2>/dev/null; cat $HOME/seed.txt")
-		if got != "seeded\n" {
-			t.Errorf("fork %d after fork 0 wrote: got %q; want %q", i+1, got, "seeded\n")
-		}
-	}
-	if got := sh(t, ctx, dial(t, ctx, sb), "ls $HOME/only-fork0.txt 2>/dev/null; cat $HOME/seed.txt"); got != "seeded\n" {
-		t.Errorf("origin after fork 0 wrote: got %q; want %q", got, "seeded\n")
-	}
-	ids := map[string]bool{sb.ID: true}
-	for _, f := range forks {
-		if ids[f.ID] || ids[f.GuestAddr] {
-			t.Errorf("fork %.12s shares an id or socket", f.ID)
-		}
-		ids[f.ID], ids[f.GuestAddr] = true, true
-	}
-}
-
 // TestKilledFromOutside: a container killed through the engine closes Dead,
 // Alive reports ErrSandboxDied, and a guest call reports sandbox_died.
 func TestKilledFromOutside(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
 	ctx := testCtx(t, 2*time.Minute)
 	sb, err := p.Create(ctx, pool.Spec{})
@@ -335,26 +290,42 @@ func TestKilledFromOutside(t *testing.T) {
 	}
 }
 
-// TestSnapshotGC: a deleted snapshot's image stays while a fork stands on it
-// and goes with the last one.
-func TestSnapshotGC(t *testing.T) {
+// TestForkAndSnapshotGC: forks inherit files written before the snapshot
+// and are isolated from each other; a deleted snapshot's image stays while a
+// fork or a later snapshot stands on it and goes with the last one.
+func TestForkAndSnapshotGC(t *testing.T) {
+	t.Parallel()
 	p := newProvider(t)
-	ctx := testCtx(t, 3*time.Minute)
+	ctx := testCtx(t, 5*time.Minute)
 	cli := engine(t)
 	sb, err := p.Create(ctx, pool.Spec{})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
+	sh(t, ctx, dial(t, ctx, sb), "echo seeded > $HOME/seed.txt && echo tmp > /tmp/in-tmp.txt")
 	snap, err := p.Snapshot(ctx, sb.ID)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	fork, err := p.Restore(ctx, snap, pool.Spec{})
+	forks, err := p.Fork(ctx, snap, 2, pool.Spec{})
 	if err != nil {
-		t.Fatalf("Restore: %v", err)
+		t.Fatalf("Fork: %v", err)
 	}
-	// A snapshot of the fork stands on snap's image too.
-	snap2, err := p.Snapshot(ctx, fork.ID)
+	if len(forks) != 2 || forks[0].ID == forks[1].ID || forks[0].GuestAddr == forks[1].GuestAddr {
+		t.Fatalf("Fork(2): got %d sandboxes %+v; want 2 distinct", len(forks), forks)
+	}
+	c0, c1 := dial(t, ctx, forks[0]), dial(t, ctx, forks[1])
+	for i, c := range []*client.Client{c0, c1} {
+		if got := sh(t, ctx, c, "cat $HOME/seed.txt /tmp/in-tmp.txt"); got != "seeded\ntmp\n" {
+			t.Errorf("fork %d sees %q; want %q", i, got, "seeded\ntmp\n")
+		}
+	}
+	sh(t, ctx, c0, "echo mine > $HOME/only-fork0.txt && rm $HOME/seed.txt")
+	if got := sh(t, ctx, c1, "ls $HOME/only-fork0.txt 2>/dev/null; cat $HOME/seed.txt"); got != "seeded\n" {
+		t.Errorf("fork 1 after fork 0 wrote: got %q; want %q", got, "seeded\n")
+	}
+	// A snapshot of a fork stands on snap's image too.
+	snap2, err := p.Snapshot(ctx, forks[1].ID)
 	if err != nil {
 		t.Fatalf("Snapshot of fork: %v", err)
 	}
@@ -372,10 +343,12 @@ func TestSnapshotGC(t *testing.T) {
 		return err == nil
 	}
 	if !exists(snap) {
-		t.Fatal("snapshot image removed while a fork still uses it")
+		t.Fatal("snapshot image removed while forks still use it")
 	}
-	if err := p.Destroy(ctx, fork.ID); err != nil {
-		t.Fatalf("Destroy fork: %v", err)
+	for _, f := range forks {
+		if err := p.Destroy(ctx, f.ID); err != nil {
+			t.Fatalf("Destroy fork: %v", err)
+		}
 	}
 	if !exists(snap) {
 		t.Fatal("snapshot image removed while a later snapshot stands on it")
@@ -398,10 +371,11 @@ func TestSnapshotGC(t *testing.T) {
 // container and an image; the next run of the same instance removes them and
 // leaves other instances alone.
 func TestSweepRemovesOrphans(t *testing.T) {
+	t.Parallel()
 	instance := "test-sweep-" + randomID()
 	crashed := newProviderInstance(t, instance)
 	other := newProvider(t)
-	ctx := testCtx(t, 3*time.Minute)
+	ctx := testCtx(t, 5*time.Minute)
 	sb, err := crashed.Create(ctx, pool.Spec{})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
