@@ -29,24 +29,22 @@ const (
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"}
 
-// niceMax rounds v up to 1, 2 or 5 times a power of ten and returns it with
-// a tick step that divides it into at most 5 parts.
+// niceMax returns the axis top for data up to v: a multiple of a step of
+// 1, 2, 2.5 or 5 times a power of ten, with at most 5 steps to reach v.
 func niceMax(v float64) (top, step float64) {
 	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 1, 0.2
 	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= v {
-			top = m * p
+	raw := v / 5
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	step = 10 * p
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*p >= raw {
+			step = m * p
 			break
 		}
 	}
-	step = top / 5
-	if m := top / p; m == 2 || m == 1 {
-		step = top / 4
-	}
-	return top, step
+	return math.Ceil(v/step-1e-9) * step, step
 }
 
 func fmtNum(v float64) string {

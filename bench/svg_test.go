@@ -65,8 +65,9 @@ func TestBarChart(t *testing.T) {
 }
 
 func TestNiceMax(t *testing.T) {
-	for _, c := range []struct{ in, top float64 }{{0, 1}, {7, 10}, {101, 200}, {0.3, 0.5}, {2400, 2500}} {
-		if top, step := niceMax(c.in); top != c.top || step <= 0 || top/step > 5.0001 {
+	for _, c := range []struct{ in, top float64 }{{0, 1}, {7, 8}, {101, 125}, {567, 600}, {2400, 2500}, {0.3, 0.3}} {
+		top, step := niceMax(c.in)
+		if math.Abs(top-c.top) > 1e-9 || step <= 0 || top < c.in || top/step > 5.0001 {
 			t.Errorf("niceMax(%v): got %v step %v; want %v with at most 5 steps", c.in, top, step, c.top)
 		}
 	}
