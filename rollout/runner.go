@@ -205,31 +205,29 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		todo = append(todo, j)
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	if cfg.Fork {
 		for _, grp := range groupJobs(todo) {
-			g.Go(func() error { return r.forkGroup(gctx, grp) })
+			g.Go(func() error { r.forkGroup(ctx, grp); return nil })
 		}
 	} else {
+		g.SetLimit(cfg.Concurrency)
 		for _, j := range todo {
-			g.Go(func() error {
-				if err := r.sem.Acquire(gctx, 1); err != nil {
-					return err
-				}
-				defer r.sem.Release(1)
-				r.record(r.job(gctx, j, nil, nil))
-				return nil
-			})
+			if ctx.Err() != nil {
+				break
+			}
+			g.Go(func() error { r.record(r.job(ctx, j, nil, nil)); return nil })
 		}
 	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("rollout: %w", err)
-	}
+	g.Wait()
 	sum := r.summarize(time.Since(start))
 	if cfg.Out != "" {
 		if err := r.writeOutputs(sum); err != nil {
 			return sum, err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return sum, fmt.Errorf("rollout: run interrupted after %d of %d jobs: %w", len(sum.Results), len(jobs), err)
 	}
 	return sum, nil
 }
@@ -316,15 +314,21 @@ func (r *runner) record(res Result) {
 }
 
 // forkGroup runs one (task, seed)'s replicas from one golden state: reset a
-// parent env, fork it len(jobs) times, close the parent, run each child.
-func (r *runner) forkGroup(ctx context.Context, jobs []Job) error {
+// parent env, fork it len(jobs) times, close the parent, run each child. A
+// group holds min(len(jobs), Concurrency) of the run's slots, and runs its
+// children that many at a time (forked envs wait their turn, leased).
+func (r *runner) forkGroup(ctx context.Context, jobs []Job) {
 	w := min(int64(len(jobs)), r.limit)
 	if err := r.sem.Acquire(ctx, w); err != nil {
-		return err
+		return // interrupted
 	}
 	defer r.sem.Release(w)
+	if ctx.Err() != nil {
+		return
+	}
 	children, frames := r.forkChildren(ctx, jobs)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(int(w))
 	for i, j := range jobs {
 		var start *api.Result
 		if children != nil && children[i].Error == nil && children[i].Obs != nil {
@@ -332,14 +336,23 @@ func (r *runner) forkGroup(ctx context.Context, jobs []Job) error {
 		} else if children != nil && children[i].EnvID != "" {
 			r.closeEnv(children[i].EnvID)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				r.closeEnv(envOf(start))
+				return nil
+			}
 			r.record(r.job(ctx, j, start, frames))
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	return nil
+	g.Wait()
+}
+
+func envOf(res *api.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.EnvID
 }
 
 // forkChildren resets a parent and forks it; nil when that fails (the jobs
