@@ -95,7 +95,6 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 				}
 				p.ds = append(p.ds, time.Since(t0))
 				p.wire += int64(n)
-				p.seen[fmt.Sprint(len(p.ds))] = true // scrot always encodes
 				return nil
 			}},
 		{ModeLatency: ModeLatency{Mode: "not_modified", Method: "POST /v1/step {click} observe png with have=[current frame] on a static xterm: the guest answers not_modified and the reply carries no image"},
@@ -142,6 +141,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 			p.WireBytes = float64(p.wire) / float64(n)
 		}
 	}
+	probes[0].FreshFrac = 1 // scrot captures and encodes every time
 	out.Baseline = probes[0].ModeLatency
 	for _, p := range probes[1:] {
 		p.SpeedupP50 = ratio(out.Baseline.Dist.P50, p.Dist.P50)
