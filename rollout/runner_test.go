@@ -73,6 +73,23 @@ func TestRunnerE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("RandomPolicy", func(t *testing.T) {
+		sum, err := Run(runCtx(t), Config{Client: client, Policy: &Random{DoneProb: 0.3}, Tasks: []string{"xterm-hello-file"},
+			Seeds: 2, Concurrency: 2, Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range sum.Results {
+			if r.Error != "" || r.Attempts != 1 || r.Steps == 0 || r.Passed ||
+				r.ExitReason != string(trajectory.TaskComplete) && r.ExitReason != string(trajectory.MaxSteps) {
+				t.Errorf("random episode %+v; want one failed attempt ending task_complete or max_steps", r)
+			}
+		}
+		if sum.Jobs != 2 || sum.Steps == 0 || sum.WallS <= 0 {
+			t.Errorf("summary %+v; want 2 jobs with steps and wall time", sum)
+		}
+	})
+
 	t.Run("SandboxDeathIsRetried", func(t *testing.T) {
 		prov, ok := s.Provider.(*process.Provider)
 		if !ok {

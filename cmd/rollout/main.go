@@ -2,7 +2,7 @@
 // against an env server and writes the run's trajectories, results,
 // summary and verl export.
 //
-//	rollout --url http://127.0.0.1:8080 --tasks all --policy scripted --out runs/smoke
+//	rollout --url http://127.0.0.1:8700 --tasks all --policy scripted --out runs/smoke
 //	rollout --url ... --tasks xterm-hello-file --seeds 4 --replicas 8 --fork \
 //	    --policy openai --model-url http://127.0.0.1:8000/v1 --model qwen --dialect xml --token-ids --out runs/q1
 package main
@@ -34,7 +34,7 @@ func main() {
 
 func run() error {
 	var (
-		url         = flag.String("url", "http://127.0.0.1:8080", "env server base URL")
+		url         = flag.String("url", "http://127.0.0.1:8700", "env server base URL")
 		token       = flag.String("token", os.Getenv("SHINKEN_TOKEN"), "bearer token (default $SHINKEN_TOKEN)")
 		tasks       = flag.String("tasks", "all", `comma-separated task ids, or "all" for every task the server lists`)
 		seeds       = flag.Int("seeds", 1, "seeds per task (0..N-1)")
