@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			return nil, err
 		}
 		if len(done) > 0 && !cfg.Resume {
-			return nil, fmt.Errorf("rollout: %s already holds %d finished jobs; pass Resume to continue it or use another directory", cfg.Out, len(done))
+			return nil, fmt.Errorf("rollout: %s already holds %d finished jobs; pass Resume (--resume) to continue it, or use another directory", cfg.Out, len(done))
 		}
 	}
 	start := time.Now()

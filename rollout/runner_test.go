@@ -234,7 +234,7 @@ func TestRunnerE2E(t *testing.T) {
 		}
 
 		// A second run over the same dir needs Resume ...
-		if _, err := Run(runCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "Resume") {
+		if _, err := Run(runCtx(t), cfg); err == nil || !strings.Contains(err.Error(), "--resume") {
 			t.Errorf("rerun without Resume: %v; want a refusal naming Resume", err)
 		}
 		// ... and with it, and one more seed, runs only the new seed's jobs.

@@ -28,7 +28,7 @@ import (
 func main() {
 	if err := run(); err != nil {
 		log.SetFlags(0)
-		log.Fatalf("rollout: %v", err)
+		log.Fatal(err)
 	}
 }
 
