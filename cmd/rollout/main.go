@@ -28,7 +28,11 @@ import (
 func main() {
 	if err := run(); err != nil {
 		log.SetFlags(0)
-		log.Fatal(err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "rollout: ") {
+			msg = "rollout: " + msg
+		}
+		log.Fatal(msg)
 	}
 }
 
