@@ -71,7 +71,7 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 		}
 		select {
 		case <-wctx.Done():
-			return nil, fmt.Errorf("baseline: xterm never mapped on %s: %w", bl.display, wctx.Err())
+			return nil, fmt.Errorf("baseline: xterm never mapped on %s: %w (logs: %s)", bl.display, wctx.Err(), bl.logs())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -117,12 +117,29 @@ func (bl *Baseline) start(name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Env = bl.env()
 	cmd.Dir = bl.dir
+	if f, err := os.Create(filepath.Join(bl.dir, name+".log")); err == nil {
+		cmd.Stdout, cmd.Stderr = f, f
+		defer f.Close() // the child holds its own copy
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("baseline: start %s: %w", name, err)
 	}
 	bl.procs = append(bl.procs, cmd)
 	return nil
+}
+
+// logs returns the tail of each client's output, for error messages.
+func (bl *Baseline) logs() string {
+	var parts []string
+	for _, name := range []string{"openbox", "xterm"} {
+		b, _ := os.ReadFile(filepath.Join(bl.dir, name+".log"))
+		if len(b) > 300 {
+			b = b[len(b)-300:]
+		}
+		parts = append(parts, fmt.Sprintf("%s: %q", name, strings.TrimSpace(string(b))))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (bl *Baseline) env() []string {
@@ -155,13 +172,21 @@ func (bl *Baseline) Step(ctx context.Context, x, y int) (int, error) {
 	return int(st.Size()), nil
 }
 
-// Close kills every process the baseline started (newest first), waits for
+// Close ends every process the baseline started (newest first; SIGTERM so
+// that Xvfb removes its socket and lock, SIGKILL after a second), waits for
 // them and removes its directory.
 func (bl *Baseline) Close() {
 	for i := len(bl.procs) - 1; i >= 0; i-- {
 		cmd := bl.procs[i]
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
 	}
 	bl.procs = nil
 	os.RemoveAll(bl.dir)

@@ -55,9 +55,10 @@ type MemPoint struct {
 }
 
 func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
-	// The pool caps live sandboxes at 2*pool+8, so the largest fork (plus
-	// its parent, the task's golden and replicas) needs a pool of n/2 or so.
-	pool := max(2, (b.sz.forkNs[len(b.sz.forkNs)-1]+4)/2-4)
+	// The pool caps live sandboxes at 2*pool+8 and a fork does not evict
+	// the warm general sandboxes, so a fork of n beside the pool, its
+	// parent, the task's golden and replicas needs a pool of about n-3.
+	pool := max(2, b.sz.forkNs[len(b.sz.forkNs)-1]-3)
 	srv, err := b.startServer(ctx, pool, nil)
 	if err != nil {
 		return nil, err
