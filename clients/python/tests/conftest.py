@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -65,12 +66,19 @@ def server(tmp_path_factory):
     token = secrets.token_hex(16)
     addr = tmp / "addr"
     log = tmp / "envserver.log"
+    # Sandbox sockets live under the state dir and a unix socket path is capped
+    # at 108 bytes, so the state dir gets a short name of its own.
+    state = pathlib.Path(tempfile.mkdtemp(prefix="shk"))
     argv = [str(bindir / "envserver"), "--listen", "127.0.0.1:0",
             "--pool", os.environ.get("SHINKEN_TEST_POOL", "4"), "--provider", "process",
             "--addr-file", str(addr), "--token", token, "--tasks", str(ROOT / "configs" / "tasks"),
-            "--state", str(tmp / "state")]
+            "--state", str(state)]
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+    # A SIGTERM to pytest (e.g. from `timeout`) unwinds through this fixture's
+    # finally instead of leaving the server and its sandboxes behind.
+    prev = signal.signal(signal.SIGTERM, _raise_interrupt)
     srv = Server(None, token, log)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -90,6 +98,21 @@ def server(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)  # the session this fixture started
                 proc.wait(10)
+        signal.signal(signal.SIGTERM, prev)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _die_with_parent():
+    """In the child before exec: ask Linux to SIGTERM it when pytest dies."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,15 @@ def env(server, task_id):
     e.close()
 
 
+@pytest.fixture(scope="module")
+def shared_env(server, task_id):
+    """One env for the tests that only need some env: every reset replaces a
+    sandbox, so fewer leases keep the suite inside the pool on a busy host."""
+    e = shinken.Env(server.url, task=task_id, token=server.token)
+    yield e
+    e.close()
+
+
 def is_hash(h):
     return isinstance(h, str) and len(h) == 32 and all(c in "0123456789abcdef" for c in h)
 
@@ -77,7 +86,8 @@ def test_bytes_mode_and_raw_format(server, task_id):
         assert max(obs.shape[:2]) == 640
 
 
-def test_dedup_second_identical_frame_costs_no_frame_bytes(server, env):
+def test_dedup_second_identical_frame_costs_no_frame_bytes(server, shared_env):
+    env = shared_env
     _, info0 = env.reset()
     stats = env.client.stats
     reset_bytes = stats.last_reply_bytes
@@ -126,23 +136,20 @@ def test_vector_env_autoreset_next_step(server, task_id):
         assert vec.episode_ids[0] != first_ep[0] and vec.episode_ids[1] == first_ep[1]
 
 
-def test_vector_env_without_autoreset_raises_episode_over(server, task_id):
-    with shinken.VectorEnv(server.url, task_id, 2, token=server.token, autoreset=None) as vec:
-        vec.reset()
-        vec.step([{"verb": "fail"}, WAIT])
-        with pytest.raises(shinken.BatchError) as ei:
-            vec.step([WAIT, WAIT])
-        assert list(ei.value.errors) == [0] and isinstance(ei.value.errors[0], shinken.EpisodeOver)
-        obs, rew, term, trunc, infos = ei.value.result
-        assert obs[0] is None and trunc[0] and infos[1]["step"] == 2  # env 1 still stepped
-
-
-def test_vector_env_on_error_info(server, task_id):
+def test_vector_env_partial_failure(server, task_id):
+    """One env's failure fills its slot; the other env still steps."""
     with shinken.VectorEnv(server.url, task_id, 2, token=server.token, autoreset=None, on_error="info") as vec:
         vec.reset()
         vec.step([{"verb": "fail"}, WAIT])
         obs, rew, term, trunc, infos = vec.step([WAIT, WAIT])
         assert isinstance(infos[0]["error"], shinken.EpisodeOver) and trunc[0] and obs[0] is None
+        assert infos[1]["step"] == 2 and isinstance(obs[1], np.ndarray)
+        vec.on_error = "raise"
+        with pytest.raises(shinken.BatchError) as ei:
+            vec.step([WAIT, WAIT])
+        assert list(ei.value.errors) == [0] and isinstance(ei.value.errors[0], shinken.EpisodeOver)
+        obs, rew, term, trunc, infos = ei.value.result
+        assert obs[0] is None and trunc[0] and infos[1]["step"] == 3  # env 1 still stepped
 
 
 def test_fork(server, tasks, task_id):
@@ -159,7 +166,7 @@ def test_fork(server, tasks, task_id):
         kids, obs, kinfos = vec.fork(0, 2)
         with kids:
             assert kids.num_envs == 2 and len(set(kids.env_ids) | set(vec.env_ids)) == 3
-            assert all(i["fork_of"] == vec.episode_ids[0] for i in kinfos)
+            assert all(i["fork_of"] == vec.env_ids[0] for i in kinfos)  # the parent env
             assert len({i["frame"] for i in kinfos}) == 1, "replicas of one checkpoint differ"
             assert vec.client.cache.misses - before <= 1, "identical replica frames crossed the wire twice"
             assert obs.shape[0] == 2
@@ -240,9 +247,9 @@ def test_unauthorized(server):
     assert ei.value.status == 401
 
 
-def test_not_found(server, env):
+def test_not_found(server):
     with pytest.raises(shinken.NotFound):
-        env.reset(options={"task": "no-such-task"})
+        shinken.Env(server.url, task="no-such-task", token=server.token).reset()
     with pytest.raises(shinken.NotFound):
         shinken.episodes(server.url, "ep-does-not-exist", token=server.token)
 
@@ -264,27 +271,30 @@ def test_payload_and_batch_too_large(server):
         c.step([wire.step_env(f"env-{i}", WAIT) for i in range(lim["max_batch"] + 1)])
 
 
-@pytest.mark.parametrize("action,kw,cls", [
+AGENT_ERRORS = [
     ({"verb": "teleport"}, {}, shinken.UnknownVerb),
     ("this is not a program (", {"dialect": "pyautogui"}, shinken.DialectError),
     ({"verb": "click"}, {}, shinken.InvalidAction),
     ({"verb": "click", "x": 99999, "y": 5}, {}, shinken.InvalidAction),
     ([{"verb": "done"}, WAIT], {}, shinken.InvalidAction),
-])
-def test_agent_errors_are_typed_in_info(env, action, kw, cls):
+]
+
+
+def test_agent_errors_are_typed_in_info(shared_env):
     """An agent's bad action is the agent's turn: it counts and comes back
     typed in info["error"] (it is not raised, so the episode goes on)."""
-    env.reset()
-    _, _, _, _, info = env.step(action, **kw)
-    assert isinstance(info["error"], cls), f"got {info.get('error')!r}; want {cls.__name__}"
-    assert info["step"] == 1
+    shared_env.reset()
+    for k, (action, kw, cls) in enumerate(AGENT_ERRORS):
+        _, _, terminated, _, info = shared_env.step(action, **kw)
+        assert isinstance(info.get("error"), cls), f"{action!r}: got {info.get('error')!r}; want {cls.__name__}"
+        assert info["step"] == k + 1 and not terminated
 
 
-def test_episode_over(env):
-    env.reset()
-    *_, terminated, _, _ = env.step({"verb": "fail"})
+def test_episode_over(shared_env):
+    shared_env.reset()
+    *_, terminated, _, _ = shared_env.step({"verb": "fail"})
     assert terminated
     with pytest.raises(shinken.EpisodeOver):
-        env.step(WAIT)
-    env.reset()  # and a reset starts a new one on the same env
-    env.step(WAIT)
+        shared_env.step(WAIT)
+    shared_env.reset()  # and a reset starts a new one on the same env
+    assert shared_env.step(WAIT)[4]["step"] == 1
