@@ -80,10 +80,12 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Display != "" {
 		args = append(args, cfg.Display)
 	}
-	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-nolisten", "local")
+	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp")
 	cmd := &exec.Cmd{Path: xvfb, Env: cfg.Env}
 	if cfg.Display == "" {
 		// Xvfb picks a free display and writes its number once it listens.
+		// (Its abstract socket is what makes that pick exclusive, so it
+		// stays enabled: no -nolisten local.)
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -107,10 +109,16 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	}
 	s.xpid = xpid
 	s.xAlive.Store(true)
+	started := make(chan struct{}) // s.display is set
 	go func() {
 		ws := <-xwait
 		s.xAlive.Store(false)
 		cfg.Logf("guest: Xvfb (pid %d) exited: %v", s.xpid, ws)
+		select {
+		case <-started:
+			removeStaleX(s.display, s.xpid)
+		default:
+		}
 		close(s.xDone)
 	}()
 	if dfdR != nil {
@@ -123,6 +131,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		cfg.Display = ":" + num
 	}
 	s.display = cfg.Display
+	close(started)
 	if err := waitX(ctx, cfg.Display, s.xDone); err != nil {
 		s.Close()
 		return nil, err
@@ -201,6 +210,24 @@ func (s *Session) Close() error {
 		}
 	})
 	return nil
+}
+
+// removeStaleX removes the lock file and socket that an Xvfb killed by a
+// signal leaves behind, if the lock still names that Xvfb: two servers
+// starting at once on a stale lock can otherwise both claim the display.
+func removeStaleX(display string, pid int) {
+	num, ok := strings.CutPrefix(display, ":")
+	if !ok {
+		return
+	}
+	num, _, _ = strings.Cut(num, ".")
+	lock := "/tmp/.X" + num + "-lock"
+	b, err := os.ReadFile(lock)
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(pid) {
+		return
+	}
+	os.Remove("/tmp/.X11-unix/X" + num)
+	os.Remove(lock)
 }
 
 func logFile(dir, name string) (*os.File, error) {
