@@ -79,6 +79,7 @@ type Pool struct {
 	goldens  map[string]*golden
 	deaths   uint64
 	boots    uint64
+	wanted   int   // sandboxes that reserve calls are waiting for; refills leave them room
 	fails    int   // consecutive boot failures (backoff)
 	lastErr  error // last boot failure
 	shutdown chan struct{}
@@ -213,14 +214,17 @@ func (p *Pool) fill() {
 	if p.closed {
 		return
 	}
-	for len(p.warm)+p.booting < p.cfg.Size && p.live < p.cfg.MaxSandboxes {
+	// Room for refills excludes what waiting reservations need, so a
+	// slot freed for a restore or fork is not taken by a background refill.
+	limit := p.cfg.MaxSandboxes - p.wanted
+	for len(p.warm)+p.booting < p.cfg.Size && p.live < limit {
 		p.booting++
 		p.live++
 		p.wg.Add(1)
 		go p.bootGeneral()
 	}
 	for _, g := range p.goldens {
-		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < p.cfg.MaxSandboxes {
+		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < limit {
 			g.booting++
 			p.live++
 			p.wg.Add(1)
@@ -746,6 +750,14 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 	}
 	timer := time.NewTimer(p.cfg.LeaseTimeout)
 	defer timer.Stop()
+	waiting := false
+	defer func() {
+		if waiting {
+			p.mu.Lock()
+			p.wanted -= n
+			p.mu.Unlock()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -756,6 +768,10 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 			p.live += n
 			p.mu.Unlock()
 			return nil
+		}
+		if !waiting {
+			waiting = true
+			p.wanted += n
 		}
 		var evict *member
 		if evict = p.evictReplicaLocked(keep); evict == nil && len(p.warm) > 0 {
