@@ -50,6 +50,11 @@ func reset(t *testing.T, s *servertest.Server, req api.ResetRequest) *api.BatchR
 	if len(r.Results) != len(req.Envs) {
 		t.Fatalf("reset: got %d results; want %d", len(r.Results), len(req.Envs))
 	}
+	for _, res := range r.Results {
+		if res.Error != nil {
+			t.Fatalf("reset %s: %v", res.EnvID, res.Error)
+		}
+	}
 	return &r
 }
 
@@ -58,6 +63,11 @@ func step(t *testing.T, s *servertest.Server, req api.StepRequest) *api.BatchRep
 	var r api.BatchReply
 	if _, _, err := s.Call("/v1/step", req, &r); err != nil {
 		t.Fatalf("step: %v", err)
+	}
+	for _, res := range r.Results {
+		if res.Info != nil && res.Info.ExitReason == string(trajectory.SandboxDied) {
+			t.Logf("step %s: sandbox died: %v", res.EnvID, res.Error)
+		}
 	}
 	return &r
 }
@@ -169,7 +179,7 @@ func TestEpisodeRecorded(t *testing.T) {
 		t.Errorf("prompt ids: got %v; want [1 2 2]", tp.Steps[2].PromptIDs)
 	}
 	var again api.BatchReply
-	_, _, err = s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Wait, MS: 1}}}}, &again)
+	_, _, err := s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Wait, MS: 1}}}}, &again)
 	if err != nil || again.Results[0].Error == nil || again.Results[0].Error.Code != aci.CodeEpisodeOver {
 		t.Errorf("step after done: got %+v, %v; want episode_over in the slot", again.Results, err)
 	}

@@ -307,6 +307,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
 	}
 	t1 := time.Now()
+	quiesce(ctx, lease)
 	obs, data, err := s.observe(ctx, e, b, nil)
 	if err != nil {
 		s.died(e, err)
@@ -854,6 +855,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 			fail(err)
 			return
 		}
+		quiesce(ctx, e.lease)
 		obs, data, err := s.observe(ctx, e, b, nil)
 		if err != nil {
 			fail(err)

@@ -71,7 +71,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		return nil, fmt.Errorf("provider %s: %w", cfg.Provider, err)
 	}
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
-		Size: cfg.Pool, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
+		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
 		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
 		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})

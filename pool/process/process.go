@@ -356,10 +356,17 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		b.exitErr = cmd.Wait()
 		close(b.dead)
 	}()
+	addr := b.guestSock()
+	if len(addr) > maxSockPath && p.confined {
+		// A unix socket path is limited to 108 bytes; a deep state root
+		// exceeds it. Reach the same socket through the init's root, which
+		// is the sandbox's own mount namespace.
+		addr = fmt.Sprintf("/proc/%d/root%s/guest.sock", cmd.Process.Pid, sandboxRun)
+	}
 	b.sb = &pool.Sandbox{
 		ID:           id,
 		GuestNetwork: "unix",
-		GuestAddr:    b.guestSock(),
+		GuestAddr:    addr,
 		Display:      display,
 		Dead:         b.dead,
 	}
@@ -451,6 +458,9 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 	cmd.SysProcAttr = sysProcAttr()
 	return cmd, nil
 }
+
+// maxSockPath is the longest unix socket path that fits sockaddr_un.
+const maxSockPath = 107
 
 // guestSock is the guest socket's host path.
 func (b *box) guestSock() string { return filepath.Join(b.dir, "run", "guest.sock") }

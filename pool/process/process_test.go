@@ -249,3 +249,20 @@ func TestUnconfinedRefusedUnlessAllowed(t *testing.T) {
 		return syscall.Kill(-pgid, 0) != nil
 	})
 }
+
+// TestDeepRootSocket: a state root deep enough that the guest socket's host
+// path exceeds the 108-byte unix socket limit still boots.
+func TestDeepRootSocket(t *testing.T) {
+	root := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	p := newTestProvider(t, Options{Root: root})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("create under a deep root: %v", err)
+	}
+	defer p.Destroy(ctx, sb.ID)
+	if len(sb.GuestAddr) > maxSockPath {
+		t.Errorf("guest address %q is %d bytes; want at most %d", sb.GuestAddr, len(sb.GuestAddr), maxSockPath)
+	}
+}
