@@ -220,6 +220,7 @@ func scaledSize(w, h, maxLong int) (int, int) {
 // getImage reads r of the root window as 32-bit BGRX pixels. With MIT-SHM
 // the result aliases the shared segment and is valid until the next capture.
 func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
+	x.initSHM()
 	if x.shmOK {
 		_, err := shm.GetImage(x.c, xproto.Drawable(x.root), int16(r.X), int16(r.Y), uint16(r.W), uint16(r.H),
 			0xffffffff, xproto.ImageFormatZPixmap, x.shmSeg, 0).Reply()

@@ -66,9 +66,10 @@ type xconn struct {
 	dead chan struct{} // closed when the connection is gone
 	ops  sync.WaitGroup
 
-	shmOK  bool
-	shmSeg shm.Seg
-	shmMem []byte
+	shmOK    bool
+	shmTried bool
+	shmSeg   shm.Seg
+	shmMem   []byte
 
 	keys    *keymap
 	atomMu  sync.Mutex
@@ -93,6 +94,11 @@ func displayErr(format string, args ...any) *aci.Error {
 // take (drags, settles); past expect+xTimeout the X server counts as wedged:
 // the connection is dropped and display_error returned.
 func (d *display) run(ctx context.Context, expect time.Duration, fn func(x *xconn) error) error {
+	return d.runWithin(ctx, expect+xTimeout, fn)
+}
+
+// runWithin is run with an explicit bound on how long X may take.
+func (d *display) runWithin(ctx context.Context, within time.Duration, fn func(x *xconn) error) error {
 	select {
 	case d.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -100,7 +106,7 @@ func (d *display) run(ctx context.Context, expect time.Duration, fn func(x *xcon
 	}
 	defer func() { <-d.sem }()
 
-	limit := time.NewTimer(expect + xTimeout)
+	limit := time.NewTimer(within)
 	defer limit.Stop()
 	done := make(chan error, 1)
 	var x *xconn
@@ -158,7 +164,7 @@ func (d *display) run(ctx context.Context, expect time.Duration, fn func(x *xcon
 		case <-ctx.Done():
 			return fail(aci.Errorf(aci.CodeTimeout, "x operation on %s: %v", d.name, ctx.Err()))
 		case <-limit.C:
-			return fail(displayErr("x server %s did not answer within %v", d.name, expect+xTimeout))
+			return fail(displayErr("x server %s did not answer within %v", d.name, within))
 		}
 	}
 }
@@ -258,7 +264,6 @@ func (x *xconn) setup() error {
 	if err := xtest.Init(x.c); err != nil {
 		return fmt.Errorf("XTEST: %w", err)
 	}
-	x.initSHM()
 	// A private window: clipboard owner and conversion target.
 	win, err := xproto.NewWindowId(x.c)
 	if err != nil {
@@ -281,7 +286,13 @@ func (x *xconn) setup() error {
 
 // initSHM attaches one System V segment big enough for the whole screen. On
 // any failure capture falls back to GetImage.
+// It runs on first use, so connections that never capture (health probes)
+// hold no segment.
 func (x *xconn) initSHM() {
+	if x.shmTried {
+		return
+	}
+	x.shmTried = true
 	if err := shm.Init(x.c); err != nil {
 		return
 	}
@@ -371,6 +382,7 @@ func (x *xconn) pointer() ([2]int, error) {
 func (d *display) info(ctx context.Context) (screenInfo, error) {
 	var si screenInfo
 	err := d.run(ctx, 0, func(x *xconn) error {
+		x.initSHM()
 		si = screenInfo{w: x.w, h: x.h, shm: x.shmOK}
 		return nil
 	})
@@ -379,9 +391,10 @@ func (d *display) info(ctx context.Context) (screenInfo, error) {
 
 // wmAlive makes an X round trip and reports whether a window manager holds
 // the root: _NET_SUPPORTING_WM_CHECK names a live window that names itself.
-func (d *display) wmAlive(ctx context.Context) (bool, error) {
+// X counts as wedged when it takes more than within to answer.
+func (d *display) wmAlive(ctx context.Context, within time.Duration) (bool, error) {
 	var ok bool
-	err := d.run(ctx, 0, func(x *xconn) error {
+	err := d.runWithin(ctx, within, func(x *xconn) error {
 		if err := x.sync(); err != nil {
 			return err
 		}

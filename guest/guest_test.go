@@ -567,6 +567,12 @@ func TestDeadXServerIsTypedAndBounded(t *testing.T) {
 	}
 	t.Run("wedged", func(t *testing.T) {
 		syscall.Kill(d.sess.XPid(), syscall.SIGSTOP)
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		h, herr := d.cl.Health(hctx)
+		cancel()
+		if herr != nil || h.X {
+			t.Errorf("health of a stopped X server got %+v, %v; want x:false", h, herr)
+		}
 		start := time.Now()
 		_, err := d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.Click, Target: aci.Px(1, 1)}})
 		el := time.Since(start)
@@ -580,6 +586,27 @@ func TestDeadXServerIsTypedAndBounded(t *testing.T) {
 		// The guest reconnects once X answers again.
 		if _, err := d.cl.Screenshot(ctx, wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatRaw}}); err != nil {
 			t.Errorf("after SIGCONT: %v", err)
+		}
+	})
+	t.Run("busy-is-alive", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.Drag, Target: aci.Px(1, 1), To: aci.Px(60, 60), DurationMS: 1500}})
+			done <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		h, err := d.cl.Health(hctx)
+		cancel()
+		if err != nil || !h.X {
+			t.Errorf("health during a long drag got %+v, %v; want x:true", h, err)
+		}
+		if el := time.Since(start); el > 900*time.Millisecond {
+			t.Errorf("health during a drag took %v; want it not to queue behind the drag", el)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("drag: %v", err)
 		}
 	})
 	t.Run("killed", func(t *testing.T) {

@@ -49,6 +49,7 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	x     *display
+	hx    *display // health probes
 	procs *procTable
 	execs chan struct{} // exec semaphore
 	apps  appState
@@ -83,6 +84,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:   cfg,
 		x:     newDisplay(cfg.Display),
+		hx:    newDisplay(cfg.Display),
 		procs: newProcTable(),
 		execs: make(chan struct{}, cfg.MaxExec),
 		lns:   make(map[net.Listener]struct{}),
@@ -195,6 +197,7 @@ func (s *Server) Close() error {
 	s.procs.killAll()
 	s.wg.Wait()
 	s.x.close()
+	s.hx.close()
 	return nil
 }
 
@@ -388,14 +391,18 @@ func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) 
 	return &w, nil
 }
 
+// health probes X on a connection of its own, so it never queues behind a
+// long action (a drag, a settle) on the main one; an X server that takes more
+// than 3/4 of the caller's deadline (at most 3 s) to answer counts as dead.
 func (s *Server) health(ctx context.Context) *wire.Health {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
+	within := xTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		within = min(within, time.Until(dl)*3/4)
+	}
 	h := &wire.Health{}
-	wm, err := s.x.wmAlive(ctx)
+	wm, err := s.hx.wmAlive(ctx, within)
 	if aci.CodeOf(err) == aci.CodeTimeout {
-		// The display is busy with a long action (a drag, a settle): the X
-		// server is alive; only a server that fails to answer is dead.
+		// Waiting on other health calls: the X server itself did not fail.
 		h.X, h.WM = true, true
 		return h
 	}

@@ -316,7 +316,7 @@ func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) 
 	d := newDisplay(display)
 	defer d.close()
 	return probe(ctx, "waiting for the window manager on "+display, func() bool {
-		ok, err := d.wmAlive(ctx)
+		ok, err := d.wmAlive(ctx, xTimeout)
 		return err == nil && ok
 	}, wmDone, xDone)
 }
