@@ -31,7 +31,8 @@ deps: ## install missing Debian packages and Go modules
 
 build: ## build the binaries into bin/
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(GO_BINS))
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(filter-out guestd,$(GO_BINS)))
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/guestd   # static: also mounted into containers
 
 run: deps build ## start envserver on $(LISTEN) with a warm pool of $(POOL)
 	$(BIN)/envserver --listen $(LISTEN) --pool $(POOL) --state var/state

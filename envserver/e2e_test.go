@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -20,26 +19,11 @@ import (
 
 func TestMain(m *testing.M) { servertest.Main(m) }
 
-var (
-	sharedOnce sync.Once
-	shared     *servertest.Server
-)
-
-// server returns one server shared by the end-to-end tests of this file:
+// server returns the server shared by the end-to-end tests of this package:
 // booting sandboxes is the slow part, and the tests use separate envs.
 func server(t *testing.T) *servertest.Server {
-	sharedOnce.Do(func() { shared = servertest.Start(&keepAlive{T: t}, servertest.Options{Pool: 3}) })
-	if shared == nil {
-		t.Skip("no server")
-	}
-	return shared
+	return servertest.Shared(t, "e2e", servertest.Options{Pool: 3})
 }
-
-// keepAlive lets the shared server outlive the test that started it; the
-// process ends when the tests do, and the provider's next start sweeps.
-type keepAlive struct{ *testing.T }
-
-func (k *keepAlive) Cleanup(func()) {}
 
 func reset(t *testing.T, s *servertest.Server, req api.ResetRequest) *api.BatchReply {
 	t.Helper()

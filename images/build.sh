@@ -54,7 +54,7 @@ fi
 echo "building $ref from $mirror $suite"
 
 pkgs=$(grep -v '^[[:space:]]*#' "$here/packages.txt" | tr -s ' \n' ' ')
-work="$root/var/image-build"
+work="$root/_build/image"
 rootfs="$work/rootfs-$tag"
 # A failed run leaves its rootfs for inspection; start clean.
 if [ -d "$rootfs/proc" ] && mountpoint -q "$rootfs/proc"; then umount "$rootfs/proc"; fi

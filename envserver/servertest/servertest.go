@@ -31,10 +31,44 @@ import (
 func Main(m *testing.M) {
 	process.MaybeRunInit()
 	code := m.Run()
+	sharedMu.Lock()
+	for _, f := range sharedClose {
+		f()
+	}
+	sharedMu.Unlock()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
+}
+
+var (
+	sharedMu    sync.Mutex
+	shared      = map[string]*Server{}
+	sharedErr   = map[string]string{}
+	sharedClose []func()
+)
+
+// Shared returns a server shared by every test of the binary that asks for
+// the same name; booting sandboxes is the slow part of end-to-end tests.
+// Main stops it after the last test. Tests sharing it use their own envs.
+func Shared(t testing.TB, name string, opts Options) *Server {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s := shared[name]; s != nil {
+		return s
+	}
+	if msg := sharedErr[name]; msg != "" {
+		t.Fatalf("shared server %s failed to start earlier: %s", name, msg)
+	}
+	s, err := start(t, opts, func(f func()) { sharedClose = append(sharedClose, f) })
+	if err != nil {
+		sharedErr[name] = err.Error()
+		t.Fatal(err)
+	}
+	shared[name] = s
+	return s
 }
 
 var (
@@ -60,6 +94,8 @@ func Guestd(t testing.TB) string {
 		}
 		guestd = filepath.Join(buildDir, "guestd")
 		cmd := exec.Command("go", "build", "-o", guestd, "./cmd/guestd")
+		// Static, so the same binary serves process sandboxes and containers.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building guestd: %v\n%s", err, b)
@@ -78,6 +114,7 @@ type Options struct {
 	Token    string // bearer token
 	Tasks    string // task dir; default the shipped suite
 	Edit     func(*configs.Server)
+	Logf     func(format string, args ...any) // server logs; default discards (t.Logf would outlive a shared server's test)
 }
 
 // Server is a running test server.
@@ -90,6 +127,17 @@ type Server struct {
 // It skips the test when Xvfb is not installed.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	s, err := start(t, opts, t.Cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// start starts a server whose teardown (and state dir removal) is handed to
+// onClose. It skips the test when Xvfb is not installed.
+func start(t testing.TB, opts Options, onClose func(func())) (*Server, error) {
+	t.Helper()
 	for _, bin := range []string{"Xvfb", "openbox"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not installed (make deps installs it): %v", bin, err)
@@ -97,7 +145,7 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	cfg, err := configs.LoadServer("")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cfg.Pool = 2
 	if opts.Pool > 0 {
@@ -109,7 +157,9 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	cfg.Token = opts.Token
 	cfg.Tasks = opts.Tasks
-	cfg.State = t.TempDir()
+	if cfg.State, err = os.MkdirTemp("", "shinken-test-"); err != nil {
+		return nil, err
+	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.LeaseTimeout = configs.Duration(60 * time.Second)
 	if opts.Edit != nil {
@@ -117,22 +167,30 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: Guestd(t), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
-	if err := st.Serve(cfg.Listen, cfg.Token); err != nil {
-		st.Close(context.Background())
-		t.Fatal(err)
+	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: Guestd(t), Logf: logf})
+	if err == nil {
+		err = st.Serve(cfg.Listen, cfg.Token)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := st.Close(ctx); err != nil {
-			t.Logf("servertest: close: %v", err)
+	stop := func() {
+		if st != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := st.Close(ctx); err != nil {
+				logf("servertest: close: %v", err)
+			}
 		}
-	})
-	return &Server{Stack: st, Token: cfg.Token}
+		os.RemoveAll(cfg.State)
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	onClose(stop)
+	return &Server{Stack: st, Token: cfg.Token}, nil
 }
 
 // Call posts req as msgpack to path and decodes the reply into resp (when

@@ -457,6 +457,8 @@ func BuildGuestd(dir string) (string, error) {
 	root := filepath.Dir(strings.TrimSpace(string(out)))
 	bin := filepath.Join(dir, "guestd")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/guestd")
+	// Static, so the same binary serves process sandboxes and containers.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build guestd: %w: %s", err, out)
