@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/pool/process"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -82,23 +82,8 @@ var (
 func Guestd(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		buildDir, buildErr = os.MkdirTemp("", "shinken-guestd-")
-		if buildErr != nil {
-			return
-		}
-		guestd = filepath.Join(buildDir, "guestd")
-		cmd := exec.Command("go", "build", "-o", guestd, "./cmd/guestd")
-		// Static, so the same binary serves process sandboxes and containers.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building guestd: %v\n%s", err, b)
+		if buildDir, buildErr = os.MkdirTemp("", "shinken-guestd-"); buildErr == nil {
+			guestd, buildErr = pooltest.BuildGuestd(buildDir)
 		}
 	})
 	if buildErr != nil {
