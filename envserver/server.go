@@ -119,7 +119,11 @@ func New(cfg Config) (*Server, error) {
 	s.http = &fasthttp.Server{
 		Handler:            s.handle,
 		Name:               "shinken",
-		MaxRequestBodySize: cfg.MaxBodyBytes,
+		// fasthttp reads bodies up to twice the cap so that a modestly
+		// oversized one gets a typed payload_too_large from the handler
+		// instead of a reset connection; beyond that fasthttp refuses it
+		// (handleParseError) and closes.
+		MaxRequestBodySize: 2 * cfg.MaxBodyBytes,
 		ReadTimeout:        5 * time.Minute,
 		WriteTimeout:       5 * time.Minute,
 		IdleTimeout:        10 * time.Minute,
