@@ -14,6 +14,7 @@ import (
 
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/pooltest"
 )
 
 // Benchmarks report medians (p50) with b.ReportMetric; run them with a
@@ -151,7 +152,7 @@ func BenchmarkFork(b *testing.B) {
 // sandboxRSS sums VmRSS (KiB) of the processes in pid namespace ns.
 func sandboxRSS(ns string) int64 {
 	var kib int64
-	for pid := range nsProcs(ns) {
+	for pid := range pooltest.NSProcs(ns) {
 		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 		if err != nil {
 			continue

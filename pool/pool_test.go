@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,47 +96,6 @@ func sh(t *testing.T, l *pool.Lease, script string) (string, int) {
 	return pooltest.Sh(t, l.Guest(), script)
 }
 
-// nsProcs lists the processes in pid namespace ns as pid → start time.
-// Namespace ids are recycled, so survivors compares start times too.
-func nsProcs(ns string) map[int]string {
-	procs := map[int]string{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); err == nil && l == ns {
-			procs[pid] = procStart(pid)
-		}
-	}
-	return procs
-}
-
-// procStart is /proc/<pid>/stat after the command name ("" if gone).
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// survivors returns the processes of procs still running.
-func survivors(procs map[int]string) []int {
-	var left []int
-	for pid, st := range procs {
-		if procStart(pid) == st {
-			left = append(left, pid)
-		}
-	}
-	return left
-}
-
 func stats(p *pool.Pool) pool.Stats { return p.Stats() }
 
 func TestLeaseRelease(t *testing.T) {
@@ -159,7 +117,7 @@ func TestLeaseRelease(t *testing.T) {
 	if s := stats(p); s.Leased != 1 {
 		t.Fatalf("Stats.Leased = %d; want 1", s.Leased)
 	}
-	procs := nsProcs(prov.PIDNamespace(l.ID()))
+	procs := pooltest.NSProcs(prov.PIDNamespace(l.ID()))
 	if len(procs) < 3 {
 		t.Fatalf("sandbox processes = %d; want at least guestd, Xvfb, WM", len(procs))
 	}
@@ -169,7 +127,7 @@ func TestLeaseRelease(t *testing.T) {
 		s := stats(p)
 		return s.Warm == 2 && s.Leased == 0 && s.Boots >= 3
 	})
-	pooltest.Eventually(t, 10*time.Second, "released sandbox's processes gone", func() bool { return len(survivors(procs)) == 0 })
+	pooltest.Eventually(t, 10*time.Second, "released sandbox's processes gone", func() bool { return len(pooltest.Survivors(procs)) == 0 })
 	select {
 	case <-l.Dead():
 		t.Fatalf("Dead closed for a released (not dead) lease")
@@ -218,7 +176,7 @@ func killTest(t *testing.T, kill func(t *testing.T, prov *process.Provider, l *p
 	if err != nil {
 		t.Fatalf("Lease: %v", err)
 	}
-	procs := nsProcs(prov.PIDNamespace(l.ID()))
+	procs := pooltest.NSProcs(prov.PIDNamespace(l.ID()))
 	kill(t, prov, l)
 	select {
 	case <-l.Dead():
@@ -232,7 +190,7 @@ func killTest(t *testing.T, kill func(t *testing.T, prov *process.Provider, l *p
 		s := stats(p)
 		return s.Warm == 1 && s.Deaths == 1
 	})
-	pooltest.Eventually(t, 10*time.Second, "dead sandbox's processes gone", func() bool { return len(survivors(procs)) == 0 })
+	pooltest.Eventually(t, 10*time.Second, "dead sandbox's processes gone", func() bool { return len(pooltest.Survivors(procs)) == 0 })
 	l.Release(ctxT(t))
 	r, err := p.Lease(ctxT(t))
 	if err != nil {
@@ -419,8 +377,8 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LeaseGolden: %v", err)
 	}
-	procs := nsProcs(prov.PIDNamespace(l.ID()))
-	for pid, st := range nsProcs(prov.PIDNamespace(g.ID())) {
+	procs := pooltest.NSProcs(prov.PIDNamespace(l.ID()))
+	for pid, st := range pooltest.NSProcs(prov.PIDNamespace(g.ID())) {
 		procs[pid] = st
 	}
 	if err := p.Close(ctxT(t)); err != nil {
@@ -433,7 +391,7 @@ func TestCloseEndsEverything(t *testing.T) {
 			t.Errorf("lease %s not dead after Close", x.ID())
 		}
 	}
-	if left := survivors(procs); len(left) > 0 {
+	if left := pooltest.Survivors(procs); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
 	}
 	if _, err := p.Lease(ctxT(t)); !errors.Is(err, pool.ErrClosed) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/internal/atomicfile"
 	"github.com/shinken-rl/shinken/trajectory"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -690,26 +692,13 @@ func (r *runner) writeOutputs(s *Summary) error {
 	return nil
 }
 
-// writeFile writes a file through a temp file and a rename.
-func writeFile(path string, fill func(*os.File) (any, error)) (any, error) {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return nil, err
-	}
-	v, err := fill(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return nil, err
-	}
-	return v, nil
+// writeFile writes a file crash-safely with the content fill produces, and
+// returns fill's value.
+func writeFile(path string, fill func(*os.File) (any, error)) (v any, err error) {
+	err = atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error {
+		var ferr error
+		v, ferr = fill(w.(*os.File))
+		return ferr
+	})
+	return v, err
 }

@@ -2,8 +2,6 @@ package trajectory
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shinken-rl/shinken/internal/atomicfile"
 )
 
 // ErrNotFound is wrapped by Load and Frame for ids and hashes the store does
@@ -203,7 +203,7 @@ func (s *Store) Save(t *Trajectory) error {
 	if err != nil {
 		return fmt.Errorf("trajectory store: encoding %s: %w", t.EpisodeID, err)
 	}
-	if err := writeAtomic(s.episodeDir(), s.episodePath(t.EpisodeID), b); err != nil {
+	if err := atomicfile.Write(s.episodePath(t.EpisodeID), b, 0o644); err != nil {
 		return fmt.Errorf("trajectory store: saving %s: %w", t.EpisodeID, err)
 	}
 	s.mu.Lock()
@@ -300,7 +300,7 @@ func (s *Store) PutFrame(hash, format string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("trajectory store: %w", err)
 	}
-	if err := writeAtomic(dir, p, data); err != nil {
+	if err := atomicfile.Write(p, data, 0o644); err != nil {
 		return fmt.Errorf("trajectory store: frame %s: %w", hash, err)
 	}
 	return nil
@@ -316,42 +316,4 @@ func (s *Store) Frame(hash, format string) ([]byte, error) {
 		return nil, fmt.Errorf("frame %s.%s: %w", hash, format, ErrNotFound)
 	}
 	return b, err
-}
-
-// writeAtomic writes data to path via a temp file in dir: write, fsync,
-// rename, fsync dir.
-func writeAtomic(dir, path string, data []byte) (err error) {
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, ".tmp-"+filepath.Base(path)+"-"+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/internal/atomicfile"
 	"github.com/shinken-rl/shinken/pool/process"
 )
 
@@ -82,8 +82,8 @@ func main() {
 		log.Printf("envserver: provider notes: %s", caps.Notes)
 	}
 	if *addrFile != "" {
-		if err := writeAtomic(*addrFile, st.URL+"\n"); err != nil {
-			log.Printf("envserver: %v", err)
+		if err := atomicfile.Write(*addrFile, []byte(st.URL+"\n"), 0o644); err != nil {
+			log.Printf("envserver: addr file: %v", err)
 		}
 	}
 	select {
@@ -97,13 +97,4 @@ func main() {
 	if err := st.Close(sctx); err != nil {
 		log.Printf("envserver: shutdown: %v", err)
 	}
-}
-
-// writeAtomic writes a small file so that a reader never sees it half written.
-func writeAtomic(path, content string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return fmt.Errorf("addr file: %w", err)
-	}
-	return os.Rename(tmp, path)
 }

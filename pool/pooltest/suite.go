@@ -465,3 +465,44 @@ func BuildGuestd(dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// NSProcs lists the processes in pid namespace ns as pid → start time.
+// Namespace ids are recycled, so Survivors compares start times too.
+func NSProcs(ns string) map[int]string {
+	procs := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); err == nil && l == ns {
+			procs[pid] = procStart(pid)
+		}
+	}
+	return procs
+}
+
+// procStart is /proc/<pid>/stat after the command name ("" if gone).
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// Survivors returns the processes of procs still running.
+func Survivors(procs map[int]string) []int {
+	var left []int
+	for pid, st := range procs {
+		if procStart(pid) == st {
+			left = append(left, pid)
+		}
+	}
+	return left
+}

@@ -78,47 +78,6 @@ func TestProviderSuite(t *testing.T) {
 	pooltest.ProviderSuite(t, func(t *testing.T) pool.Provider { return newTestProvider(t, Options{}) })
 }
 
-// nsProcs lists the processes in pid namespace ns as pid → start time.
-// Namespace ids are recycled, so survivors compares start times too.
-func nsProcs(ns string) map[int]string {
-	procs := map[int]string{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/pid")); err == nil && l == ns {
-			procs[pid] = procStart(pid)
-		}
-	}
-	return procs
-}
-
-// procStart is /proc/<pid>/stat after the command name ("" if gone).
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// survivors returns the processes of procs still running.
-func survivors(procs map[int]string) []int {
-	var left []int
-	for pid, st := range procs {
-		if procStart(pid) == st {
-			left = append(left, pid)
-		}
-	}
-	return left
-}
-
 func TestGuestdKilledNoLeak(t *testing.T) {
 	p := newTestProvider(t, Options{})
 	ctx := context.Background()
@@ -127,7 +86,7 @@ func TestGuestdKilledNoLeak(t *testing.T) {
 	if ns == "" {
 		t.Fatalf("PIDNamespace empty for a confined sandbox")
 	}
-	procs := nsProcs(ns)
+	procs := pooltest.NSProcs(ns)
 	if n := len(procs); n < 3 {
 		t.Fatalf("processes in the sandbox = %d; want at least guestd, Xvfb, WM", n)
 	}
@@ -143,7 +102,7 @@ func TestGuestdKilledNoLeak(t *testing.T) {
 	if err := p.Destroy(ctx, sb.ID); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
-	if left := survivors(procs); len(left) > 0 {
+	if left := pooltest.Survivors(procs); len(left) > 0 {
 		t.Fatalf("processes left in the dead sandbox's namespace: %v", left)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
