@@ -323,3 +323,8 @@ func getBody(t *testing.T, s *servertest.Server, path string) string {
 	}
 	return string(b)
 }
+
+// msgpackGet GETs path and decodes its msgpack body into v.
+func msgpackGet(t *testing.T, s *servertest.Server, path string, v any) error {
+	return msgpack.Unmarshal([]byte(getBody(t, s, path)), v)
+}

@@ -119,6 +119,13 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
+// TryStart is Start that returns the error instead of failing the test, for
+// tests that skip when an optional provider is unavailable.
+func TryStart(t testing.TB, opts Options) (*Server, error) {
+	t.Helper()
+	return start(t, opts, t.Cleanup)
+}
+
 // start starts a server whose teardown (and state dir removal) is handed to
 // onClose. It skips the test when Xvfb is not installed.
 func start(t testing.TB, opts Options, onClose func(func())) (*Server, error) {

@@ -1,0 +1,59 @@
+package envserver_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/servertest"
+	"github.com/shinken-rl/shinken/pool/docker"
+)
+
+// TestDockerProviderEndToEnd runs tasks through `--provider docker`: real
+// containers from the locally built image, reset from a committed golden,
+// the reference solution, and a fork that inherits the parent's files.
+func TestDockerProviderEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping container boots")
+	}
+	s, err := servertest.TryStart(t, servertest.Options{Pool: 2, Edit: func(c *configs.Server) { c.Provider = "docker" }})
+	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
+		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"xterm-hello-file", "mousepad-write-note"}
+	var req api.ResetRequest
+	for _, id := range ids {
+		req.Envs = append(req.Envs, api.ResetEnv{Task: id})
+	}
+	r := reset(t, s, req)
+	envs := []string{r.Results[0].EnvID, r.Results[1].EnvID}
+	defer closeEnvs(s, envs...)
+	// The xterm env writes its file, then forks; the child must score 1.
+	task := s.Tasks[ids[0]]
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Actions: task.Solution[0]}}})
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Actions: task.Solution[1]}}})
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Action: &aci.Action{Verb: aci.Wait, MS: 500}}}})
+	var fr api.BatchReply
+	if _, _, err := s.Call("/v1/fork", api.ForkRequest{EnvID: envs[0], N: 1}, &fr); err != nil || fr.Results[0].Error != nil {
+		t.Fatalf("fork: %v %+v", err, fr.Results)
+	}
+	child := fr.Results[0].EnvID
+	defer closeEnvs(s, child)
+	done := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: child, Action: &aci.Action{Verb: aci.Done}}}})
+	if got := done.Results[0].Reward; got != 1 {
+		t.Errorf("forked container: got reward %v; want 1 (inherits the parent's file)", got)
+	}
+	rewards, _ := play(t, s, envs[1:], [][][]aci.Action{s.Tasks[ids[1]].Solution})
+	if rewards[0] != 1 {
+		t.Errorf("%s in a container: got reward %v; want 1", ids[1], rewards[0])
+	}
+	var spec api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || spec.Pool.Provider != "docker" || spec.Pool.SnapshotKind != "disk" {
+		t.Errorf("spec pool: got %+v (%v); want docker, disk", spec.Pool, err)
+	}
+}
