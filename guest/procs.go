@@ -74,6 +74,9 @@ func startChild(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	// Whatever guestd started ends with it, even where no pid namespace
+	// does that (an unconfined sandbox, guestd run by hand).
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	ch := make(chan unix.WaitStatus, 1)
 	// The reaper takes mu before dispatching a status, so a child that exits
 	// at once is still found once it is tracked.
