@@ -77,15 +77,36 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 	}
 }
 
-// startXvfb starts Xvfb with -displayfd, so the server picks a free display
-// number and says which once it accepts connections.
+// startXvfb starts Xvfb on a free display from a high range, away from the
+// low numbers that test sessions let Xvfb pick, retrying the next number when
+// one turns out taken.
 func (bl *Baseline) startXvfb(ctx context.Context) (string, error) {
+	var last error
+	for n := 700 + os.Getpid()%50; n < 800; n++ {
+		if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
+			continue
+		}
+		d, err := bl.startXvfbOn(ctx, n)
+		if err == nil {
+			return d, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return "", fmt.Errorf("baseline: no free display: %w", last)
+}
+
+// startXvfbOn starts Xvfb on display n; -displayfd tells when it accepts
+// connections.
+func (bl *Baseline) startXvfbOn(ctx context.Context, n int) (string, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
-	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset")
+	cmd := exec.Command("Xvfb", ":"+strconv.Itoa(n), "-displayfd", "3", "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-noreset")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
