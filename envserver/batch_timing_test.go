@@ -1,11 +1,15 @@
 package envserver_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
 )
@@ -28,10 +32,22 @@ import (
 //	go test ./envserver -run '^$' -bench BatchStep -benchtime 10x
 func BenchmarkBatchStep(b *testing.B) {
 	const n = 16
-	s := servertest.Shared(b, "bench", servertest.Options{Pool: n + 2})
+	// The shipped task with a step budget the benchmark cannot exhaust.
+	tasks, err := configs.LoadTasks("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	long := *tasks["xterm-hello-file"]
+	long.ID, long.MaxSteps = "bench-long", 1<<30
+	js, _ := json.Marshal(long)
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bench-long.json"), js, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	s := servertest.Start(b, servertest.Options{Pool: n + 2, Tasks: dir})
 	var req api.ResetRequest
 	for i := 0; i < n; i++ {
-		req.Envs = append(req.Envs, api.ResetEnv{Task: "xterm-hello-file"})
+		req.Envs = append(req.Envs, api.ResetEnv{Task: long.ID})
 	}
 	var r api.BatchReply
 	if _, _, err := s.Call("/v1/reset", req, &r); err != nil {
