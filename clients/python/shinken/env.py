@@ -160,8 +160,10 @@ class Env(_EnvBase):
              ) -> Tuple[Any, float, bool, bool, Dict[str, Any]]:
         """Runs one turn: a typed action dict, a list of them, or raw model text.
 
-        Model text is parsed on the server with ``dialect`` (default: the env's);
-        a parse failure raises DialectError and nothing runs. ``tokens`` =
+        Model text is parsed on the server with ``dialect`` (default: the env's).
+        A refused action (a parse failure, an unknown verb, an off-screen
+        target) runs nothing but still counts as a step: it comes back as the
+        typed exception in ``info["error"]``, not raised. ``tokens`` =
         {prompt_ids, response_ids, response_logprobs?, finish_reason?} is
         recorded into the trajectory. A step is never retried by the client.
         """
