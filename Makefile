@@ -7,7 +7,7 @@ PYTHON      ?= /usr/bin/python3
 BIN         := bin
 POOL        ?= 4
 LISTEN      ?= 127.0.0.1:8700
-TEST_FLAGS  ?= -count=1 -timeout 15m
+TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
 # Debian packages: the desktop inside sandboxes, the bench baseline (xdotool,
 # scrot), the Python client's dependencies, and debootstrap for the image.
 DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator \
