@@ -117,8 +117,8 @@ func New(cfg Config) (*Server, error) {
 	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	s.http = &fasthttp.Server{
-		Handler:            s.handle,
-		Name:               "shinken",
+		Handler: s.handle,
+		Name:    "shinken",
 		// fasthttp reads bodies up to twice the cap so that a modestly
 		// oversized one gets a typed payload_too_large from the handler
 		// instead of a reset connection; beyond that fasthttp refuses it
