@@ -24,6 +24,9 @@ const tickerScript = `f=$(mktemp -u);mkfifo $f;exec 3<>$f;rm $f;i=0;while :;do i
 // as subprocesses against a plain Xvfb display (1280x800x24, openbox, an
 // xterm redrawing a counter) that Baseline starts itself.
 type Baseline struct {
+	// Warning says what was not as intended (the xterm never mapped), for
+	// the report; empty when all is well.
+	Warning string
 	display string
 	dir     string
 	procs   []*exec.Cmd
@@ -60,7 +63,10 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 	if err := bl.start("xterm", "-geometry", "100x30+0+0", "-e", "bash", "-c", tickerScript); err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The baseline steps work whether or not the xterm is up; waiting for
+	// it keeps the captured screen comparable with the sandbox's. On a
+	// starved machine the wait gives up rather than failing the run.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
 		search := exec.CommandContext(wctx, "xdotool", "search", "--onlyvisible", "--class", "xterm")
@@ -71,7 +77,11 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 		}
 		select {
 		case <-wctx.Done():
-			return nil, fmt.Errorf("baseline: xterm never mapped on %s: %w (logs: %s)", bl.display, wctx.Err(), bl.logs())
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			bl.Warning = fmt.Sprintf("xterm not mapped on %s after 20s; stepping anyway (logs: %s)", bl.display, bl.logs())
+			return bl, nil
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -23,6 +23,9 @@ func TestBaselineStepAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if bl.Warning != "" {
+		t.Log(bl.Warning)
+	}
 	closed := false
 	t.Cleanup(func() {
 		if !closed {

@@ -55,6 +55,9 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 		return nil, err
 	}
 	defer bl.Close()
+	if bl.Warning != "" {
+		b.opts.Logf("bench: baseline: %s", bl.Warning)
+	}
 	srv, err := b.startServer(ctx, 2, nil)
 	if err != nil {
 		return nil, err
