@@ -3,6 +3,7 @@ package envserver_test
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -108,6 +109,16 @@ func TestBadInput(t *testing.T) {
 	var rr api.BatchReply
 	if _, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: "no-such-task"}}}, &rr); err != nil || rr.Results[0].Error == nil || rr.Results[0].Error.Code != aci.CodeNotFound {
 		t.Errorf("unknown task: got %+v, %v; want not_found in the slot", rr.Results, err)
+	}
+	for _, id := range []string{"ep-nope", "..%2F..%2Fetc%2Fpasswd", "%2E%2E"} {
+		r, err := http.Get(s.URL + "/v1/episodes/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 404 {
+			t.Errorf("episode %q: got status %d; want 404 not_found", id, r.StatusCode)
+		}
 	}
 	resp := getBody(t, s, "/v1/spec")
 	var spec api.Spec
