@@ -7,6 +7,7 @@ PYTHON      ?= /usr/bin/python3
 BIN         := bin
 POOL        ?= 4
 LISTEN      ?= 127.0.0.1:8700
+PROVIDER    ?= process
 TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
 # Debian packages: the desktop inside sandboxes, the bench baseline (xdotool,
 # scrot), the Python client's dependencies, and debootstrap for the image.
@@ -34,8 +35,9 @@ build: ## build the binaries into bin/
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(filter-out guestd,$(GO_BINS)))
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/guestd   # static: also mounted into containers
 
-run: deps build ## start envserver on $(LISTEN) with a warm pool of $(POOL)
-	$(BIN)/envserver --listen $(LISTEN) --pool $(POOL) --state var/state
+run: deps build ## start envserver on $(LISTEN) with a warm pool of $(POOL) (PROVIDER=docker for containers)
+	@if [ "$(PROVIDER)" = docker ]; then $(MAKE) --no-print-directory image; fi
+	$(BIN)/envserver --listen $(LISTEN) --pool $(POOL) --provider $(PROVIDER) --state var/state
 
 test: deps ## run every test (Go, then Python against a real server)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
