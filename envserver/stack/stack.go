@@ -52,6 +52,15 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
+	// Providers hand state paths to other processes (bind mounts, sandbox
+	// inits) that do not share our working directory.
+	state, err := filepath.Abs(cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	c := *cfg
+	c.State = state
+	cfg = &c
 	st := &Stack{Tasks: tasks}
 	defer func() {
 		if err != nil {

@@ -195,6 +195,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		return fail(fmt.Errorf("docker provider: sweep orphans: %w", err))
 	}
 	p.stateDir = opts.StateDir
+	if p.stateDir != "" {
+		// The engine bind-mounts from here: it needs an absolute path.
+		abs, err := filepath.Abs(p.stateDir)
+		if err != nil {
+			return fail(fmt.Errorf("docker provider: state dir: %w", err))
+		}
+		p.stateDir = abs
+	}
 	if p.stateDir == "" {
 		d, err := os.MkdirTemp("", "shinken-docker-")
 		if err != nil {
