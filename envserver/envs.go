@@ -273,7 +273,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return fail(e.id, aci.Errorf(aci.CodeNotFound, "env %q was closed", e.id))
 	}
 	// A reset replaces the sandbox: the old one is dirty.
-	s.endEpisode(e, "")
+	s.endEpisode(e)
 	if e.lease != nil {
 		e.lease.Release(context.WithoutCancel(ctx))
 		e.lease = nil
@@ -382,7 +382,7 @@ func (s *Server) finishEpisode(e *env, reason trajectory.ExitReason) {
 
 // endEpisode ends a still-running episode that the client abandoned (reset or
 // close before it ended): it carries no exit reason, since it was not scored.
-func (s *Server) endEpisode(e *env, _ string) {
+func (s *Server) endEpisode(e *env) {
 	if e.ep != nil && !e.ep.over {
 		s.finishEpisode(e, "")
 	}
@@ -879,7 +879,7 @@ func (s *Server) close(ctx context.Context, req *api.CloseRequest) (*api.CloseRe
 	}
 	out := &api.CloseReply{Closed: []string{}}
 	for _, id := range req.EnvIDs {
-		if s.closeEnv(ctx, id, "client") {
+		if s.closeEnv(ctx, id) {
 			out.Closed = append(out.Closed, id)
 		}
 	}
@@ -887,7 +887,7 @@ func (s *Server) close(ctx context.Context, req *api.CloseRequest) (*api.CloseRe
 }
 
 // closeEnv ends an env: its episode is saved and its sandbox released.
-func (s *Server) closeEnv(ctx context.Context, id, why string) bool {
+func (s *Server) closeEnv(ctx context.Context, id string) bool {
 	s.mu.Lock()
 	e := s.envs[id]
 	delete(s.envs, id)
@@ -898,7 +898,7 @@ func (s *Server) closeEnv(ctx context.Context, id, why string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
-	s.endEpisode(e, why)
+	s.endEpisode(e)
 	if e.lease != nil {
 		e.lease.Release(context.WithoutCancel(ctx))
 		e.lease = nil

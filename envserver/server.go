@@ -179,7 +179,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		s.closeEnv(ctx, id, "server shutdown")
+		s.closeEnv(ctx, id)
 	}
 	s.wg.Wait()
 	return err
@@ -213,7 +213,7 @@ func (s *Server) reapIdle() {
 		s.mu.Unlock()
 		for _, id := range idle {
 			s.cfg.Logf("envserver: closing env %s: idle for %s", id, s.cfg.IdleTTL)
-			s.closeEnv(s.ctx, id, "idle")
+			s.closeEnv(s.ctx, id)
 		}
 	}
 }
