@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
 	"github.com/vmihailenco/msgpack/v5"
@@ -153,5 +155,27 @@ func TestAuth(t *testing.T) {
 	wantCode(t, "no token", status, err, aci.CodeUnauthorized)
 	if err := s.Stack.Serve("0.0.0.0:0", ""); err == nil {
 		t.Errorf("listening beyond loopback without a token: got no error")
+	}
+}
+
+// TestIdleEnvClosed: an env whose client went quiet past the idle TTL is
+// closed and its sandbox released.
+func TestIdleEnvClosed(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Pool: 1, Edit: func(c *configs.Server) { c.IdleTTL = configs.Duration(time.Second) }})
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
+	env := r.Results[0].EnvID
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var out api.BatchReply
+		time.Sleep(500 * time.Millisecond)
+		if _, ok := s.Server.EnvSandbox(env); !ok {
+			if _, _, err := s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Wait}}}}, &out); err != nil || out.Results[0].Error == nil || out.Results[0].Error.Code != aci.CodeNotFound {
+				t.Errorf("step on a reaped env: got %+v, %v; want not_found", out.Results, err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("env %s still open 30 s after a 1 s idle TTL", env)
+		}
 	}
 }
