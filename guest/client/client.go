@@ -182,30 +182,14 @@ func (c *Client) call(ctx context.Context, method string, args, out any, onChunk
 	}
 	select {
 	case m := <-pc.reply:
-		if m.Error != nil {
-			return m.Error
-		}
-		if out != nil && len(m.Body) > 0 {
-			if err := msgpack.Unmarshal(m.Body, out); err != nil {
-				return aci.Errorf(aci.CodeInternal, "%s: decode reply: %v", method, err)
-			}
-		}
-		return nil
+		return decodeReply(method, m, out)
 	case <-ctx.Done():
 		return aci.Errorf(aci.CodeTimeout, "%s: %v", method, ctx.Err())
 	case <-c.done:
 		// A reply may have raced the close.
 		select {
 		case m := <-pc.reply:
-			if m.Error != nil {
-				return m.Error
-			}
-			if out != nil && len(m.Body) > 0 {
-				if err := msgpack.Unmarshal(m.Body, out); err != nil {
-					return aci.Errorf(aci.CodeInternal, "%s: decode reply: %v", method, err)
-				}
-			}
-			return nil
+			return decodeReply(method, m, out)
 		default:
 		}
 		c.mu.Lock()
@@ -273,4 +257,17 @@ func (c *Client) shutdown(err error) {
 		c.conn.Close()
 		close(c.done)
 	})
+}
+
+// decodeReply returns a reply's typed error, or decodes its body into out.
+func decodeReply(method string, m *wire.Message, out any) error {
+	if m.Error != nil {
+		return m.Error
+	}
+	if out != nil && len(m.Body) > 0 {
+		if err := msgpack.Unmarshal(m.Body, out); err != nil {
+			return aci.Errorf(aci.CodeInternal, "%s: decode reply: %v", method, err)
+		}
+	}
+	return nil
 }
