@@ -1,0 +1,146 @@
+package envserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/trajectory"
+)
+
+func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchReply, error) {
+	if req.N < 1 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "fork n must be at least 1")
+	}
+	if err := s.checkBatch(req.N); err != nil {
+		return nil, err
+	}
+	b, err := s.newBatch(req.Observe, req.Have)
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.getEnv(req.EnvID)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
+	defer cancel()
+	src.mu.Lock()
+	switch {
+	case src.closed || src.ep == nil:
+		src.mu.Unlock()
+		return nil, aci.Errorf(aci.CodeNotFound, "env %q has no episode to fork", req.EnvID)
+	case src.ep.over:
+		src.mu.Unlock()
+		return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over: fork a live episode", src.ep.traj.EpisodeID)
+	case src.lease == nil || src.lease.Err() != nil:
+		s.died(src, src.leaseErr())
+		src.mu.Unlock()
+		return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
+	}
+	leases, err := s.pool.Fork(ctx, src.lease, req.N)
+	task, parentEp, parentStep, parentFrame := src.task, src.ep.traj.EpisodeID, src.ep.step, src.lastFrame
+	seed := src.ep.traj.Seed
+	src.mu.Unlock()
+	if err != nil {
+		s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
+		return nil, fmt.Errorf("fork %s: %w", req.EnvID, err)
+	}
+	slots := make([]slot, len(leases))
+	groups := make([]string, len(leases))
+	for i := range groups {
+		groups[i] = "fork"
+	}
+	s.fanOut(ctx, len(leases), groups, func(ctx context.Context, i int) {
+		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: parentFrame}
+		e.lastUsed.Store(time.Now().UnixNano())
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		ep := s.startEpisode(e, task, seed, parentEp)
+		ep.step = parentStep
+		s.register(e, true)
+		fail := func(err error) {
+			s.died(e, err)
+			slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Error: wireError(err)}}
+		}
+		if err := awaitWindows(ctx, e.lease, task); err != nil {
+			fail(err)
+			return
+		}
+		quiesce(ctx, e.lease)
+		obs, data, err := s.observe(ctx, e, b, nil)
+		if err != nil {
+			fail(err)
+			return
+		}
+		ep.traj.InitFrame = obs.Frame
+		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
+			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID}}, data: data}
+	})
+	for _, sl := range slots {
+		s.m.forks.WithLabelValues(outcomeOf(sl.res.Error)).Inc()
+	}
+	return s.reply(b, slots), nil
+}
+
+func (s *Server) close(ctx context.Context, req *api.CloseRequest) (*api.CloseReply, error) {
+	if err := s.checkBatch(len(req.EnvIDs)); err != nil {
+		return nil, err
+	}
+	out := &api.CloseReply{Closed: []string{}}
+	for _, id := range req.EnvIDs {
+		if s.closeEnv(ctx, id) {
+			out.Closed = append(out.Closed, id)
+		}
+	}
+	return out, nil
+}
+
+// closeEnv ends an env: its episode is saved and its sandbox released.
+func (s *Server) closeEnv(ctx context.Context, id string) bool {
+	s.mu.Lock()
+	e := s.envs[id]
+	delete(s.envs, id)
+	s.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	s.endEpisode(e)
+	if e.lease != nil {
+		e.lease.Release(context.WithoutCancel(ctx))
+		e.lease = nil
+	}
+	return true
+}
+
+// ---- episodes and spec ----
+
+func (s *Server) episode(id string) (*trajectory.Trajectory, error) {
+	s.mu.Lock()
+	ep := s.episodes[id]
+	s.mu.Unlock()
+	if ep != nil {
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		t := ep.traj
+		t.Steps = append([]trajectory.Step(nil), ep.traj.Steps...)
+		t.NumTurns = len(t.Steps)
+		return &t, nil
+	}
+	if s.cfg.Store != nil {
+		t, err := s.cfg.Store.Load(id)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, trajectory.ErrNotFound) {
+			return nil, aci.Errorf(aci.CodeNotFound, "episode %q: %v", id, err)
+		}
+	}
+	return nil, aci.Errorf(aci.CodeNotFound, "unknown episode %q", id)
+}

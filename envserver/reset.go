@@ -1,0 +1,135 @@
+package envserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/trajectory"
+)
+
+func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*api.BatchReply, error) {
+	if err := s.checkBatch(len(req.Envs)); err != nil {
+		return nil, err
+	}
+	b, err := s.newBatch(req.Observe, req.Have)
+	if err != nil {
+		return nil, err
+	}
+	if err := distinctEnvs(len(req.Envs), func(i int) string { return req.Envs[i].EnvID }); err != nil {
+		return nil, err
+	}
+	slots := make([]slot, len(req.Envs))
+	groups := make([]string, len(req.Envs))
+	for i, re := range req.Envs {
+		groups[i] = re.Task
+	}
+	s.fanOut(ctx, len(req.Envs), groups, func(ctx context.Context, i int) {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
+		defer cancel()
+		slots[i] = s.resetOne(ctx, b, &req.Envs[i])
+		s.m.resets.WithLabelValues(outcomeOf(slots[i].res.Error)).Inc()
+	})
+	return s.reply(b, slots), nil
+}
+
+func outcomeOf(e *aci.Error) string {
+	if e == nil {
+		return "ok"
+	}
+	return string(e.Code)
+}
+
+// distinctEnvs rejects a batch that names one env twice.
+func distinctEnvs(n int, id func(int) string) error {
+	seen := make(map[string]bool, n)
+	for i := 0; i < n; i++ {
+		if v := id(i); v != "" {
+			if seen[v] {
+				return aci.Errorf(aci.CodeBadRequest, "env %q listed twice in one batch", v)
+			}
+			seen[v] = true
+		}
+	}
+	return nil
+}
+
+func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot {
+	fail := func(envID string, err error) slot {
+		return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
+	}
+	task := s.cfg.Tasks[re.Task]
+	if task == nil {
+		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", re.Task))
+	}
+	var e *env
+	if re.EnvID != "" {
+		var err error
+		if e, err = s.getEnv(re.EnvID); err != nil {
+			return fail(re.EnvID, err)
+		}
+	} else {
+		e = &env{id: newID("env-")}
+		e.lastUsed.Store(time.Now().UnixNano())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fail(e.id, aci.Errorf(aci.CodeNotFound, "env %q was closed", e.id))
+	}
+	// A reset replaces the sandbox: the old one is dirty.
+	s.endEpisode(e)
+	if e.lease != nil {
+		e.lease.Release(context.WithoutCancel(ctx))
+		e.lease = nil
+	}
+	t0 := time.Now()
+	lease, err := s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
+		return runSetup(ctx, l, task)
+	})
+	leaseDur := time.Since(t0)
+	ep := s.startEpisode(e, task, re.Seed, "")
+	if err != nil {
+		reason := trajectory.SetupError
+		if c := codeOf(err); c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout {
+			reason = trajectory.SandboxDied
+			if c == aci.CodePoolExhausted {
+				reason = "" // nothing started: no episode to score
+			}
+		}
+		s.finishEpisode(e, reason)
+		res := fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
+		res.res.EpisodeID = ep.traj.EpisodeID
+		res.res.Info = &api.Info{Task: task.ID, ExitReason: string(reason)}
+		s.register(e, re.EnvID == "")
+		return res
+	}
+	e.lease = lease
+	e.task = task
+	if err := awaitWindows(ctx, lease, task); err != nil {
+		s.finishEpisode(e, trajectory.SetupError)
+		s.register(e, re.EnvID == "")
+		return fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
+	}
+	t1 := time.Now()
+	quiesce(ctx, lease)
+	obs, data, err := s.observe(ctx, e, b, nil)
+	if err != nil {
+		s.died(e, err)
+		s.register(e, re.EnvID == "")
+		return fail(e.id, err)
+	}
+	ep.traj.InitFrame = obs.Frame
+	s.register(e, re.EnvID == "")
+	return slot{
+		res: api.Result{
+			EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
+			Info: &api.Info{Step: 0, Task: task.ID, Timings: map[string]int64{
+				"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}},
+		},
+		data: data,
+	}
+}
