@@ -96,7 +96,7 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, agentErr, reqErr error) {
 			}
 			return nil, nil, err
 		}
-		acts = parsed
+		acts = parsed.Actions
 	}
 	if n != 1 {
 		return nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")

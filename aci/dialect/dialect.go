@@ -46,19 +46,30 @@ const MaxText = 1 << 20
 // maxSnippet bounds the snippet an error carries.
 const maxSnippet = 200
 
+// Parsed is what Parse read from a model's text.
+type Parsed struct {
+	Actions []aci.Action
+	// Dialect is the dialect that read the text (auto resolves to one).
+	Dialect string
+	// Coords is the dialect's default coordinate space: how its numbers are
+	// read when neither the step nor the env declares one.
+	Coords aci.Coords
+}
+
 // Parse turns a model's raw text into actions. dialect is one of Names; an
 // unknown name is bad_request. Every parse failure is an *aci.Error with code
 // dialect_error and the offending snippet (a string) in Detail. A text with no
 // action in it is a dialect_error too.
-func Parse(dialect, text string) ([]aci.Action, error) {
+func Parse(dialect, text string) (Parsed, error) {
 	if len(text) > MaxText {
-		return nil, dialectErr(text, "text of %d bytes is over the %d-byte limit", len(text), MaxText)
+		return Parsed{}, dialectErr(text, "text of %d bytes is over the %d-byte limit", len(text), MaxText)
 	}
 	var (
 		acts []aci.Action
 		err  error
+		name = strings.ToLower(strings.TrimSpace(dialect))
 	)
-	switch strings.ToLower(strings.TrimSpace(dialect)) {
+	switch name {
 	case PyAutoGUI:
 		acts, err = parsePyautogui(text)
 	case XML:
@@ -66,18 +77,18 @@ func Parse(dialect, text string) ([]aci.Action, error) {
 	case JSON:
 		acts, err = parseJSON(text)
 	case Auto, "":
-		acts, err = parseAuto(text)
+		name, acts, err = parseAuto(text)
 	default:
-		return nil, &aci.Error{Code: aci.CodeBadRequest,
+		return Parsed{}, &aci.Error{Code: aci.CodeBadRequest,
 			Message: fmt.Sprintf("unknown dialect %q (want one of %s)", dialect, strings.Join(Names(), ", "))}
 	}
 	if err != nil {
-		return nil, err
+		return Parsed{}, err
 	}
 	if len(acts) == 0 {
-		return nil, dialectErr(text, "no action found in %s text", strings.ToLower(dialect))
+		return Parsed{}, dialectErr(text, "no action found in %s text", strings.ToLower(dialect))
 	}
-	return acts, nil
+	return Parsed{Actions: acts, Dialect: name, Coords: aci.Coords{Space: aci.CoordsScreen}}, nil
 }
 
 var (
@@ -90,18 +101,23 @@ var (
 
 // parseAuto picks a dialect from the text's shape: XML tool calls first (they
 // often wrap JSON), then pyautogui code, then JSON, then the bare codes.
-func parseAuto(text string) ([]aci.Action, error) {
+func parseAuto(text string) (string, []aci.Action, error) {
+	var (
+		acts []aci.Action
+		err  error
+	)
 	switch {
 	case xmlMarker.MatchString(text) || hasVerbElement(text):
-		return parseXML(text)
-	case pyMarker.MatchString(text):
-		return parsePyautogui(text)
+		acts, err = parseXML(text)
+		return XML, acts, err
+	case pyMarker.MatchString(text), codeMarker.MatchString(text) && !jsonMarker.MatchString(text):
+		acts, err = parsePyautogui(text)
+		return PyAutoGUI, acts, err
 	case jsonMarker.MatchString(text):
-		return parseJSON(text)
-	case codeMarker.MatchString(text):
-		return parsePyautogui(text)
+		acts, err = parseJSON(text)
+		return JSON, acts, err
 	}
-	return nil, dialectErr(text, "no action found: text matches no dialect")
+	return "", nil, dialectErr(text, "no action found: text matches no dialect")
 }
 
 func hasVerbElement(text string) bool {

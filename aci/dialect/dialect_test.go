@@ -41,7 +41,8 @@ func runOK(t *testing.T, cases []okCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Parse(c.dialect, c.text)
+			parsed, err := Parse(c.dialect, c.text)
+			got := parsed.Actions
 			if err != nil {
 				t.Fatalf("Parse(%s, %q): %v", c.dialect, c.text, err)
 			}
@@ -56,7 +57,8 @@ func runErr(t *testing.T, cases []errCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Parse(c.dialect, c.text)
+			parsed, err := Parse(c.dialect, c.text)
+			got := parsed.Actions
 			if err == nil {
 				t.Fatalf("Parse(%s, %q) = %s; want dialect_error", c.dialect, c.text, canon(t, got))
 			}
@@ -303,7 +305,7 @@ func FuzzParse(f *testing.F) {
 				}
 				continue
 			}
-			for _, a := range acts {
+			for _, a := range acts.Actions {
 				if !a.Verb.Known() {
 					t.Fatalf("Parse(%s, %q) produced unknown verb %q", d, text, a.Verb)
 				}

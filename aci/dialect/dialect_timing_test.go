@@ -36,8 +36,8 @@ func BenchmarkParse(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(text)))
 			for b.Loop() {
-				if acts, err := Parse(d, text); err != nil || len(acts) != 3 {
-					b.Fatalf("Parse: %v, %d actions", err, len(acts))
+				if p, err := Parse(d, text); err != nil || len(p.Actions) != 3 {
+					b.Fatalf("Parse: %v, %d actions", err, len(p.Actions))
 				}
 			}
 		})
