@@ -125,9 +125,7 @@ type Summary struct {
 }
 
 // infraExit reports whether an episode's exit reason is the infrastructure's fault.
-func infraExit(reason string) bool {
-	return reason == string(trajectory.SandboxDied) || reason == string(trajectory.SetupError)
-}
+func infraExit(reason string) bool { return trajectory.ExitReason(reason).Retryable() }
 
 type runner struct {
 	cfg   Config
