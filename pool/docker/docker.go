@@ -301,6 +301,9 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Fork:         true,
 		Resume:       false,
 		Confined:     true,
+		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
+			"the agent runs as uid " + strconv.Itoa(p.opts.UID) + "; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
+			"runs as uid " + strconv.Itoa(p.opts.UID+1) + " with its own HOME; the guest socket is root's",
 		Notes: "snapshot = docker commit of the container filesystem (home, /tmp, installed files); " +
 			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
 			"pids/memory/shm limits; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +

@@ -248,8 +248,23 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Restore:      true,
 		Fork:         true,
 		Confined:     p.confined,
+		Isolation:    p.isolation(),
 		Notes:        p.notes,
 	}
+}
+
+// isolation describes what keeps the reward out of the agent's reach.
+func (p *Provider) isolation() string {
+	switch {
+	case !p.confined:
+		return "none: unconfined sandboxes see the whole host; on done guestd stops its own descendants before the verifier runs, as the agent's uid"
+	case os.Geteuid() != 0:
+		return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes); one uid (user namespace): " +
+			"on done every process but guestd and Xvfb is stopped (SIGSTOP sweep by PID 1) and the verifier runs with its own HOME, as the agent's uid"
+	}
+	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid); guestd is PID 1, root with 7 capabilities; " +
+		"the agent runs as its own uid; on done every process but guestd and Xvfb is stopped (SIGSTOP sweep) and the verifier runs as a uid of its own " +
+		"with its own HOME; the guest socket is root's"
 }
 
 // Create implements pool.Provider.
