@@ -186,42 +186,14 @@ const (
 	CodeTimeout         Code = "timeout"
 	CodeEpisodeOver     Code = "episode_over"
 	CodeInternal        Code = "internal"
+	CodeScorerError     Code = "scorer_error" // the verifier gave no valid verdict
+	CodeAgentError      Code = "agent_error"  // the agent broke what it acted on (its session, pids, memory)
 	// Guest-side codes that stay inside the host⇄guest protocol or surface
 	// through info.error.
 	CodeBusy         Code = "busy"          // guest concurrency limit reached
 	CodeDisplayError Code = "display_error" // X server wedged or gone
 	CodeTooLarge     Code = "too_large"     // a value over its cap (clipboard, file)
 )
-
-// Codes lists every trainer-facing code, with the HTTP status it maps to when
-// it fails a whole request.
-var Codes = map[Code]int{
-	CodeBadRequest:      400,
-	CodePayloadTooLarge: 413,
-	CodeBatchTooLarge:   413,
-	CodeUnauthorized:    401,
-	CodeNotFound:        404,
-	CodeInvalidAction:   422,
-	CodeUnknownVerb:     422,
-	CodeDialectError:    422,
-	CodeUnsupported:     501,
-	CodePoolExhausted:   503,
-	CodeSandboxDied:     502,
-	CodeTimeout:         504,
-	CodeEpisodeOver:     409,
-	CodeInternal:        500,
-	CodeBusy:            503,
-	CodeDisplayError:    502,
-	CodeTooLarge:        413,
-}
-
-// HTTPStatus is the status for a whole-request failure with this code.
-func (c Code) HTTPStatus() int {
-	if s, ok := Codes[c]; ok {
-		return s
-	}
-	return 500
-}
 
 // Error is a typed error that crosses the wire as {code, message, detail?}.
 type Error struct {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"sort"
@@ -27,6 +28,13 @@ type Task struct {
 	Setup       []SetupStep `json:"setup,omitempty"`
 	Verifier    Verifier    `json:"verifier"`
 	MaxSteps    int         `json:"max_steps"`
+	// AllowShell lets launch_app start any program (the task gives the agent
+	// a shell anyway, e.g. a terminal); otherwise only the programs in Apps.
+	AllowShell bool `json:"allow_shell,omitempty"`
+	// EndOnAgentError ends the episode (exit agent_error, reward 0, no
+	// verifier run) at the first action the agent gets wrong; by default
+	// the error is recorded in the step and the episode continues.
+	EndOnAgentError bool `json:"end_on_agent_error,omitempty"`
 	// Solution is the scripted reference solution: one entry per step, each a
 	// list of actions. Tests and bench drive it and expect reward 1.
 	Solution [][]aci.Action `json:"solution"`
@@ -68,13 +76,31 @@ type WaitWindow struct {
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
 }
 
-// Verifier runs inside the sandbox and prints the reward (a float) as the last
-// line of its stdout. A crash, a timeout or unparsable output is scorer_error.
+// Verifier runs inside the sandbox once the agent's processes are stopped,
+// as an identity of its own (HOME and working directory its own; the
+// agent's home is $AGENT_HOME), and prints the reward: its whole stdout is
+// exactly one number within Range. Anything else (no number, two numbers,
+// out of range, NaN/Inf, a non-zero exit, a crash, a timeout) is
+// scorer_error, never a reward. It reads the final state at once: waiting
+// for the screen or a file to land is the env's settle, not a loop here.
 type Verifier struct {
 	Argv      []string `json:"argv,omitempty"`
 	Shell     string   `json:"shell,omitempty"`
 	TimeoutMS int      `json:"timeout_ms,omitempty"`
+	// Range is the reward range [min, max]; default [0, 1].
+	Range *[2]float64 `json:"range,omitempty"`
 }
+
+// RewardRange returns the verifier's reward range, [0, 1] by default.
+func (v *Verifier) RewardRange() (lo, hi float64) {
+	if v.Range == nil {
+		return 0, 1
+	}
+	return v.Range[0], v.Range[1]
+}
+
+// MaxVerifierMS bounds a verifier's timeout_ms.
+const MaxVerifierMS = 60_000
 
 // Validate checks a task for the mistakes that would otherwise surface mid-episode.
 func (t *Task) Validate() error {
@@ -86,6 +112,15 @@ func (t *Task) Validate() error {
 	}
 	if len(t.Verifier.Argv) == 0 && t.Verifier.Shell == "" {
 		return fmt.Errorf("task %s: verifier needs argv or shell", t.ID)
+	}
+	if len(t.Verifier.Argv) > 0 && t.Verifier.Shell != "" {
+		return fmt.Errorf("task %s: verifier argv and shell are exclusive", t.ID)
+	}
+	if lo, hi := t.Verifier.RewardRange(); !(lo <= hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return fmt.Errorf("task %s: verifier range [%v, %v] must be finite with min <= max", t.ID, lo, hi)
+	}
+	if t.Verifier.TimeoutMS < 0 || t.Verifier.TimeoutMS > MaxVerifierMS {
+		return fmt.Errorf("task %s: verifier timeout_ms %d outside 0..%d", t.ID, t.Verifier.TimeoutMS, MaxVerifierMS)
 	}
 	for i, s := range t.Setup {
 		n := 0

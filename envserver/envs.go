@@ -369,7 +369,7 @@ func (s *Server) spec() *api.Spec {
 		},
 		Pool: api.PoolSpec{
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Notes: caps.Notes,
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
 		Limits: api.Limits{MaxBatch: s.cfg.MaxBatch, MaxBodyBytes: s.cfg.MaxBodyBytes},
 	}

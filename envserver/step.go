@@ -2,15 +2,14 @@ package envserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/aci/dialect"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
@@ -146,36 +145,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	}
 	ep := e.ep
 	t0 := time.Now()
-	var (
-		terminal aci.Verb
-		actShot  *wire.Shot
-	)
-	if agentErr == nil {
-		terminal, actShot, agentErr, err = s.runActions(ctx, e, b, acts)
-		if err != nil {
-			if isDeath(err, e.lease) {
-				s.died(e, err)
-				return s.diedSlot(e, ep, err)
-			}
-			return fail(err)
-		}
-	}
-	tAct := time.Since(t0)
-	t1 := time.Now()
-	obs, data, err := s.observe(ctx, e, b, actShot)
-	if err != nil {
-		if isDeath(err, e.lease) {
-			s.died(e, err)
-			return s.diedSlot(e, ep, err)
-		}
-		return fail(err)
-	}
-	tObs := time.Since(t1)
-	ep.step++
-	rec := trajectory.Step{
-		Index: ep.step - 1, Actions: acts, Dialect: st.Dialect, ObsFrame: obs.Frame,
-		Error: aci.AsError(agentErr), TMS: time.Since(ep.start).Milliseconds(),
-	}
+	rec := trajectory.Step{Index: ep.step, Actions: acts, Dialect: st.Dialect}
 	if st.Text != nil {
 		rec.Text = *st.Text
 	}
@@ -187,46 +157,98 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 			rec.ResponseMask[i] = 1
 		}
 	}
+	var (
+		terminal aci.Verb
+		actShot  *wire.Shot
+		ran      int
+	)
+	if agentErr == nil {
+		terminal, actShot, ran, agentErr, err = s.runActions(ctx, e, b, acts)
+		if err != nil {
+			// The infrastructure failed midway: the trajectory keeps what ran.
+			rec.Ran, rec.Error = &ran, wireError(err)
+			s.recordStep(e, rec)
+			if isDeath(err, e.lease) {
+				s.died(e, err)
+				return s.diedSlot(e, ep, err)
+			}
+			return fail(err)
+		}
+	}
+	if agentErr != nil {
+		rec.Ran = &ran
+	}
+	tAct := time.Since(t0)
+	t1 := time.Now()
+	obs, data, err := s.observe(ctx, e, b, actShot)
+	if err != nil {
+		rec.Error = wireError(err)
+		s.recordStep(e, rec)
+		if isDeath(err, e.lease) {
+			s.died(e, err)
+			return s.diedSlot(e, ep, err)
+		}
+		return fail(err)
+	}
+	tObs := time.Since(t1)
+	rec.ObsFrame, rec.Error = obs.Frame, aci.AsError(agentErr)
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-		Info: &api.Info{Step: ep.step, Task: e.task.ID, Error: aci.AsError(agentErr),
+		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr),
 			Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
 	var reason trajectory.ExitReason
 	switch {
+	case agentErr != nil && e.task.EndOnAgentError:
+		// The task ends at the agent's first error: reward 0, nothing to score.
+		res.Terminated = true
+		reason = trajectory.AgentError
 	case terminal != "":
 		res.Terminated = true
-	case ep.step >= e.task.MaxSteps:
+	case ep.step+1 >= e.task.MaxSteps:
 		res.Truncated = true
 		reason = trajectory.MaxSteps
 	}
 	if agentErr != nil && (res.Terminated || res.Truncated) {
 		reason = trajectory.Resolve(reason, trajectory.AgentError)
 	}
-	if res.Terminated || res.Truncated {
+	if (res.Terminated || res.Truncated) && !(agentErr != nil && e.task.EndOnAgentError) {
 		t2 := time.Now()
-		reward, verr := s.verify(ctx, e)
+		v := s.verify(ctx, e)
 		res.Info.Timings["verify_us"] = time.Since(t2).Microseconds()
+		res.Info.Timings["freeze_us"] = v.freezeUS
 		switch {
-		case verr != nil && isDeath(verr, e.lease):
+		case v.err != nil && isDeath(v.err, e.lease):
 			reason = trajectory.Resolve(reason, trajectory.SandboxDied)
-			res.Info.Error = wireError(verr)
-		case verr != nil:
+			res.Info.Error = wireError(v.err)
+		case v.err != nil:
 			reason = trajectory.Resolve(reason, trajectory.ScorerError)
-			res.Info.Error = &aci.Error{Code: codeOf(verr), Message: "scorer_error: " + verr.Error()}
+			res.Info.Error = aci.AsError(v.err)
 		default:
-			res.Reward = reward
+			res.Reward = v.reward
 			reason = trajectory.Resolve(reason, trajectory.TaskComplete)
 		}
 		rec.Reward = res.Reward
+		rec.Error = res.Info.Error
+	}
+	if reason != "" {
 		res.Info.ExitReason = string(reason)
 	}
-	ep.mu.Lock()
-	ep.traj.Steps = append(ep.traj.Steps, rec)
-	ep.traj.Reward += rec.Reward
-	ep.mu.Unlock()
+	s.recordStep(e, rec)
 	if reason != "" {
 		s.finishEpisode(e, reason)
 	}
 	return slot{res: res, data: data}
+}
+
+// recordStep appends rec to e's episode and counts it (e.mu held).
+func (s *Server) recordStep(e *env, rec trajectory.Step) {
+	ep := e.ep
+	rec.Index = ep.step
+	rec.TMS = time.Since(ep.start).Milliseconds()
+	ep.step++
+	ep.mu.Lock()
+	ep.traj.Steps = append(ep.traj.Steps, rec)
+	ep.traj.Reward += rec.Reward
+	ep.mu.Unlock()
 }
 
 func (e *env) leaseErr() error {
@@ -245,19 +267,33 @@ func (s *Server) diedSlot(e *env, ep *episode, err error) slot {
 	}}
 }
 
-// runActions executes acts in order and returns the terminal verb (done or
-// fail) if one was reached, the observation that came back with the last
-// action, an agent error (the action was refused: the step still counts) or
-// an infrastructure error.
-func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action) (terminal aci.Verb, shot *wire.Shot, agentErr, err error) {
+// runActions checks acts, then executes them in order. It returns the
+// terminal verb (done or fail) if one was reached, the observation that came
+// back with the last action, how many actions ran (a failed one included),
+// and either an agent error (the action was the agent's fault: the step
+// still counts) or an infrastructure error. Nothing runs when the step is
+// invalid as a whole: a duration out of range or past the step budget, done
+// or fail before the end, or an app the task does not offer.
+func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action) (terminal aci.Verb, shot *wire.Shot, ran int, agentErr, err error) {
+	if _, err := aci.StepDuration(acts); err != nil {
+		return "", nil, 0, err, nil
+	}
+	for i := range acts {
+		a := &acts[i]
+		if (a.Verb == aci.Done || a.Verb == aci.Fail) && i != len(acts)-1 {
+			return "", nil, 0, aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb), nil
+		}
+		if a.Verb == aci.LaunchApp {
+			if err := appAllowed(e.task, a.App); err != nil {
+				return "", nil, 0, err, nil
+			}
+		}
+	}
 	g := e.lease.Guest()
 	for i := range acts {
 		a := acts[i]
 		if a.Verb == aci.Done || a.Verb == aci.Fail {
-			if i != len(acts)-1 {
-				return "", nil, aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb), nil
-			}
-			return a.Verb, shot, nil, nil
+			return a.Verb, shot, i + 1, nil, nil
 		}
 		args := wire.ActArgs{Action: a}
 		last := i == len(acts)-1
@@ -267,44 +303,29 @@ func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Ac
 		}
 		res, err := g.Act(ctx, args)
 		if err != nil {
-			switch codeOf(err) {
-			case aci.CodeInvalidAction, aci.CodeUnknownVerb, aci.CodeUnsupported, aci.CodeTooLarge, aci.CodeBadRequest:
-				return "", nil, err, nil
+			if codeOf(err).ActionFault() == aci.FaultAgent {
+				return "", nil, i + 1, err, nil
 			}
-			return "", nil, nil, err
+			return "", nil, i + 1, nil, err
 		}
 		shot = res.Obs
 	}
-	return "", shot, nil, nil
+	return "", shot, len(acts), nil, nil
 }
 
-// verify runs the task's verifier inside the sandbox; its last stdout line is
-// the reward. A crash, timeout or unparsable output is an error (scorer_error).
-func (s *Server) verify(ctx context.Context, e *env) (float64, error) {
-	v := e.task.Verifier
-	timeout := v.TimeoutMS
-	if timeout <= 0 {
-		timeout = 30000
+// appAllowed enforces Task.Apps for launch_app: a task that gives the agent
+// a shell anyway (AllowShell) allows any program; otherwise only its apps,
+// by exact name.
+func appAllowed(t *configs.Task, app string) error {
+	if t.AllowShell {
+		return nil
 	}
-	res, err := e.lease.Guest().Exec(ctx, wire.ExecArgs{Argv: v.Argv, Shell: v.Shell, TimeoutMS: timeout})
-	if err != nil {
-		return 0, err
+	for _, a := range t.Apps {
+		if a == app {
+			return nil
+		}
 	}
-	if res.TimedOut {
-		return 0, fmt.Errorf("verifier timed out after %d ms", timeout)
-	}
-	if res.ExitCode == nil || *res.ExitCode != 0 {
-		return 0, fmt.Errorf("verifier failed (exit %v, signal %q): %s", exitStr(res.ExitCode), res.Signal, tail(res.Stderr))
-	}
-	lines := strings.Fields(strings.TrimSpace(string(res.Stdout)))
-	if len(lines) == 0 {
-		return 0, errors.New("verifier printed no reward")
-	}
-	r, err := strconv.ParseFloat(lines[len(lines)-1], 64)
-	if err != nil || math.IsNaN(r) || math.IsInf(r, 0) {
-		return 0, fmt.Errorf("verifier printed %q, not a reward", lines[len(lines)-1])
-	}
-	return r, nil
+	return aci.Errorf(aci.CodeInvalidAction, "launch_app: %q is not one of this task's apps (%s)", app, strings.Join(t.Apps, ", "))
 }
 
 func exitStr(c *int) string {

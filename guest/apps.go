@@ -49,7 +49,7 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 func (s *Server) startApp(app string, args []string) (int, error) {
 	path, err := exec.LookPath(app)
 	if err != nil {
-		return 0, aci.Errorf(aci.CodeNotFound, "launch_app: %v", err)
+		return 0, aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
 	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -58,9 +58,10 @@ func (s *Server) startApp(app string, args []string) (int, error) {
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
+	s.asAgent(cmd)
 	pid, wait, err := s.procs.start(cmd)
 	if err != nil {
-		return 0, aci.Errorf(aci.CodeNotFound, "launch_app: start %s: %v", app, err)
+		return 0, startError("launch_app", app, err)
 	}
 	s.apps.mu.Lock()
 	if s.apps.pids == nil {

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,27 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 	if cmd.Dir == "" {
 		cmd.Dir = envHome(cmd.Env)
 	}
+	s.asAgent(cmd)
+	var stream func([]byte, string)
+	if a.Stream {
+		var mu sync.Mutex
+		seq := 0
+		stream = func(b []byte, name string) {
+			mu.Lock()
+			chunk(wire.ExecChunk{Seq: seq, Stream: name, Data: b})
+			seq++
+			mu.Unlock()
+		}
+	}
+	return s.run(ctx, cmd, a.Stdin, timeout, stream, nil)
+}
+
+// run starts cmd with stdin, collects (or streams) its output and waits for
+// it within timeout. onExit, when set, runs once the command ended and
+// before its output is drained (the scorer ends the verifier's leftovers
+// there); otherwise a background descendant may hold the output open for
+// pipeGrace.
+func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout time.Duration, stream func([]byte, string), onExit func(pid int)) (*wire.ExecResult, error) {
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -64,7 +86,7 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 		}
 	}()
 	var stdinW *os.File
-	if len(a.Stdin) > 0 {
+	if len(stdin) > 0 {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -93,7 +115,10 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		return nil, aci.Errorf(aci.CodeNotFound, "exec: start %s: %v", argv[0], err)
+		if errors.Is(err, syscall.EAGAIN) {
+			return nil, startError("exec", cmd.Args[0], err)
+		}
+		return nil, aci.Errorf(aci.CodeNotFound, "exec: start %s: %v", cmd.Args[0], err)
 	}
 	for _, f := range closers { // the child holds its own copies now
 		f.Close()
@@ -101,24 +126,19 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 	closers = nil
 	if stdinW != nil {
 		go func() {
-			stdinW.Write(a.Stdin)
+			stdinW.Write(stdin)
 			stdinW.Close()
 		}()
 	}
 
 	var res wire.ExecResult
-	var streamMu sync.Mutex
-	seq := 0
 	collect := func(r *os.File, name string, dst *[]byte, trunc *bool) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
-				if a.Stream {
-					streamMu.Lock()
-					chunk(wire.ExecChunk{Seq: seq, Stream: name, Data: buf[:n]})
-					seq++
-					streamMu.Unlock()
+				if stream != nil {
+					stream(buf[:n], name)
 				} else {
 					room := ExecOutputCap - len(*dst)
 					if n > room {
@@ -150,6 +170,9 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 	if res.TimedOut {
 		signalGroup(pid, syscall.SIGKILL)
 		ws = <-waitc
+	}
+	if onExit != nil {
+		onExit(pid)
 	}
 	// Output pipes close when the last holder exits; a background descendant
 	// may keep them open, so wait only a grace period.

@@ -13,10 +13,7 @@ import (
 )
 
 const (
-	maxDrag       = 5 * time.Second
-	defaultDrag   = 300 * time.Millisecond
 	dragStep      = 10 * time.Millisecond
-	maxWait       = 60 * time.Second
 	maxScroll     = 200
 	maxTypeText   = 64 << 10
 	typeSyncEvery = 128 // characters between round trips while typing
@@ -67,9 +64,9 @@ func (s *Server) act(ctx context.Context, a wire.ActArgs) (*wire.ActResult, erro
 func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) error {
 	switch a.Verb {
 	case aci.Wait:
-		d := time.Duration(a.MS) * time.Millisecond
-		if a.MS < 0 || d > maxWait {
-			return invalid("wait: ms %d outside 0..%d", a.MS, maxWait.Milliseconds())
+		d, err := a.Duration() // range-checked against aci.Caps
+		if err != nil {
+			return err
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -174,10 +171,10 @@ func (s *Server) input(ctx context.Context, a aci.Action, res *wire.ActResult) e
 			if a.To == nil {
 				return invalid("drag needs to")
 			}
-			if a.DurationMS < 0 {
-				return invalid("drag: negative duration_ms")
+			var err error
+			if expect, err = a.Duration(); err != nil { // range-checked against aci.Caps
+				return err
 			}
-			expect = dragDuration(a.DurationMS)
 		}
 	case aci.Scroll:
 		if a.DX == 0 && a.DY == 0 {
@@ -252,7 +249,7 @@ func (s *Server) input(ctx context.Context, a aci.Action, res *wire.ActResult) e
 			if tx, ty, err = point(*a.To, x.w, x.h); err != nil {
 				return err
 			}
-			err = x.withKeys(mods, func() error { return x.drag(ctx, px, py, tx, ty, button, dragDuration(a.DurationMS)) })
+			err = x.withKeys(mods, func() error { return x.drag(ctx, px, py, tx, ty, button, expect) })
 		case aci.TypeText:
 			err = x.typeText(a.Text)
 		case aci.Key:
@@ -269,13 +266,6 @@ func (s *Server) input(ctx context.Context, a aci.Action, res *wire.ActResult) e
 		res.Pointer = p
 		return err
 	})
-}
-
-func dragDuration(ms int) time.Duration {
-	if ms == 0 {
-		return defaultDrag
-	}
-	return min(time.Duration(ms)*time.Millisecond, maxDrag)
 }
 
 func abs(n int) int {

@@ -41,6 +41,14 @@ type Config struct {
 	// MaxExec bounds concurrent exec calls (default 16); past it exec
 	// answers busy.
 	MaxExec int
+	// Agent is the identity of everything the agent can drive: launched
+	// apps and the commands the host runs (setup). Nil: guestd's own.
+	Agent *Identity
+	// Scorer is the identity verifiers run as (score). Nil: guestd's own.
+	Scorer *Identity
+	// Exempt lists processes the scoring freeze leaves running besides
+	// guestd itself (the X server, which the verifier may query).
+	Exempt func() []int
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -52,6 +60,7 @@ type Server struct {
 	hx    *display // health probes
 	procs *procTable
 	execs chan struct{} // exec semaphore
+	score sync.Mutex    // one verifier at a time
 	apps  appState
 
 	mu     sync.Mutex
@@ -343,6 +352,12 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 			return nil, err
 		}
 		return struct{}{}, putFile(a)
+	case wire.MethodScore:
+		var a wire.ScoreArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.runScore(ctx, a)
 	case wire.MethodHealth:
 		return s.health(ctx), nil
 	default:
@@ -361,7 +376,7 @@ func decodeArgs(m *wire.Message, v any) error {
 }
 
 // methods lists the protocol methods this server answers.
-var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth}
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore}
 
 func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
 	var h wire.HelloArgs

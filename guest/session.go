@@ -31,6 +31,9 @@ type SessionConfig struct {
 	// LogDir, when set, receives xvfb.log and wm.log; otherwise output is
 	// discarded.
 	LogDir string
+	// WMAs is the identity the window manager runs as (the agent's: what
+	// its menus start is the agent's); nil: this process's.
+	WMAs *Identity
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -155,6 +158,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if i := envIndex(wcmd.Env, "DISPLAY"); i >= 0 {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
+	cfg.WMAs.credential(wcmd)
 	wmpid, wwait, err := startChild(wcmd)
 	wlog.Close()
 	if err != nil {

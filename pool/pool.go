@@ -378,12 +378,22 @@ func (p *Pool) monitor(m *member) {
 			case !h.X:
 				p.died(m, "the X server is gone")
 				return
-			case !h.WM:
+			case !h.WM && !p.isLeased(m):
+				// The window manager runs as the agent: on a leased
+				// sandbox its end is the agent's doing (aci.FaultAgent),
+				// not a death to retry; an idle one is replaced.
 				p.died(m, "the window manager is gone")
 				return
 			}
 		}
 	}
+}
+
+// isLeased reports whether m is leased now.
+func (p *Pool) isLeased(m *member) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m.lease != nil
 }
 
 // died removes a dead member, tells its holder, and replaces it.

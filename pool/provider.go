@@ -27,8 +27,12 @@ type Capabilities struct {
 	Resume       bool   `msgpack:"resume" json:"resume"`
 	// Confined says whether sandboxes are isolated as DESIGN.md requires; a
 	// provider that runs unconfined (operator's explicit choice) says false.
-	Confined bool   `msgpack:"confined" json:"confined"`
-	Notes    string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	Confined bool `msgpack:"confined" json:"confined"`
+	// Isolation says, in words, what keeps the reward out of the agent's
+	// reach: what a sandbox sees of the host, and who the agent, guestd and
+	// the verifier run as.
+	Isolation string `msgpack:"isolation,omitempty" json:"isolation,omitempty"`
+	Notes     string `msgpack:"notes,omitempty" json:"notes,omitempty"`
 }
 
 // Spec describes the sandbox to create.

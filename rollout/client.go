@@ -131,11 +131,4 @@ func decode(isJSON bool, b []byte, v any) error {
 // isInfra reports whether a failure belongs to the infrastructure (the
 // sandbox died, setup failed, the pool or a deadline ran out) rather than to
 // the agent or the request.
-func isInfra(code aci.Code) bool {
-	switch code {
-	case aci.CodeSandboxDied, aci.CodePoolExhausted, aci.CodeTimeout, aci.CodeInternal,
-		aci.CodeBusy, aci.CodeDisplayError:
-		return true
-	}
-	return false
-}
+func isInfra(code aci.Code) bool { return code.Retryable() }

@@ -125,9 +125,7 @@ type Summary struct {
 }
 
 // infraExit reports whether an episode's exit reason is the infrastructure's fault.
-func infraExit(reason string) bool {
-	return reason == string(trajectory.SandboxDied) || reason == string(trajectory.SetupError)
-}
+func infraExit(reason string) bool { return trajectory.ExitReason(reason).Retryable() }
 
 type runner struct {
 	cfg   Config
@@ -695,7 +693,7 @@ func (r *runner) writeOutputs(s *Summary) error {
 // writeFile writes a file crash-safely with the content fill produces, and
 // returns fill's value.
 func writeFile(path string, fill func(*os.File) (any, error)) (v any, err error) {
-	err = atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error {
+	err = atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error {
 		var ferr error
 		v, ferr = fill(w.(*os.File))
 		return ferr

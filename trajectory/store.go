@@ -80,7 +80,7 @@ func NewStore(dir string, opts StoreOptions) (*Store, error) {
 	s := &Store{dir: dir, max: opts.MaxEpisodes, isDone: map[string]bool{},
 		frames: map[string][]string{}, refs: map[string]int{}}
 	for _, d := range []string{s.episodeDir(), s.frameDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("trajectory store: %w", err)
 		}
 	}
@@ -203,7 +203,7 @@ func (s *Store) Save(t *Trajectory) error {
 	if err != nil {
 		return fmt.Errorf("trajectory store: encoding %s: %w", t.EpisodeID, err)
 	}
-	if err := atomicfile.Write(s.episodePath(t.EpisodeID), b, 0o644); err != nil {
+	if err := atomicfile.Write(s.episodePath(t.EpisodeID), b, 0o600); err != nil {
 		return fmt.Errorf("trajectory store: saving %s: %w", t.EpisodeID, err)
 	}
 	s.mu.Lock()
@@ -297,10 +297,10 @@ func (s *Store) PutFrame(hash, format string, data []byte) error {
 		return nil
 	}
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("trajectory store: %w", err)
 	}
-	if err := atomicfile.Write(p, data, 0o644); err != nil {
+	if err := atomicfile.Write(p, data, 0o600); err != nil {
 		return fmt.Errorf("trajectory store: frame %s: %w", hash, err)
 	}
 	return nil

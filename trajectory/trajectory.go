@@ -62,7 +62,10 @@ type Step struct {
 	ObsFrame         string       `msgpack:"obs_frame" json:"obs_frame"`
 	Reward           float64      `msgpack:"reward" json:"reward"`
 	Error            *aci.Error   `msgpack:"error,omitempty" json:"error,omitempty"`
-	TMS              int64        `msgpack:"t_ms" json:"t_ms"` // milliseconds since the episode started
+	// Ran is set when the step failed: how many of Actions ran (the failed
+	// one included); the rest never did.
+	Ran *int  `msgpack:"ran,omitempty" json:"ran,omitempty"`
+	TMS int64 `msgpack:"t_ms" json:"t_ms"` // milliseconds since the episode started
 }
 
 // Trajectory is one whole episode.
@@ -82,4 +85,37 @@ type Trajectory struct {
 	// Labels are free-form tags a client adds to its own copy (the rollout
 	// runner records its job key here); the server leaves them empty.
 	Labels map[string]string `msgpack:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// Fault is whose failure an exit reason is, in the terms of the one error
+// table (aci.Codes): sandbox_died and setup_error are the infrastructure's,
+// agent_error the agent's, scorer_error the task's; an episode that ended
+// normally (max_steps, task_complete) or was abandoned ("") is nobody's.
+func (r ExitReason) Fault() aci.Fault {
+	switch r {
+	case SandboxDied, SetupError:
+		return aci.FaultInfra
+	case AgentError:
+		return aci.FaultAgent
+	case ScorerError:
+		return aci.FaultTask
+	}
+	return ""
+}
+
+// Retryable reports whether an episode that ended this way may be run
+// again on a fresh env: only when the infrastructure failed.
+func (r ExitReason) Retryable() bool { return r.Fault() == aci.FaultInfra }
+
+// ReasonFor is the exit reason of an episode ended by an error with code c,
+// by the code's fault: the agent's is agent_error, the task's scorer_error,
+// anything else sandbox_died.
+func ReasonFor(c aci.Code) ExitReason {
+	switch c.Fault() {
+	case aci.FaultAgent:
+		return AgentError
+	case aci.FaultTask:
+		return ScorerError
+	}
+	return SandboxDied
 }

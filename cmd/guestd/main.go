@@ -56,6 +56,10 @@ func run() error {
 	state := flag.String("state", filepath.Join(home, ".shinken"), "directory recording launched apps")
 	relaunch := flag.Bool("relaunch", false, "relaunch the apps recorded in --state once the desktop is ready")
 	maxExec := flag.Int("max-exec", 16, "concurrent exec calls before busy")
+	agentUID := flag.Int("agent-uid", -1, "uid of the agent's processes (apps, exec, the window manager); -1: guestd's own")
+	agentGID := flag.Int("agent-gid", -1, "gid of the agent's processes; -1: the agent uid")
+	scorerUID := flag.Int("scorer-uid", -1, "uid verifiers run as; -1: guestd's own")
+	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -65,25 +69,34 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	agent, scorer := identity(*agentUID, *agentGID), identity(*scorerUID, *scorerGID)
 	env := os.Environ()
 	for _, kv := range [][2]string{{"HOME", home}, {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"LANG", "C.UTF-8"}} {
 		if os.Getenv(kv[0]) == "" && kv[1] != "" {
 			env = append(env, kv[0]+"="+kv[1])
 		}
 	}
+	var sess *guest.Session
 	if *session {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, Logf: log.Printf})
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, Logf: log.Printf})
 		cancel()
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		sess = s
 		*display = s.Display()
 		log.Printf("guestd: session on %s ready (Xvfb pid %d, wm pid %d)", s.Display(), s.XPid(), s.WMPid())
 	}
 	env = setEnv(env, "DISPLAY", *display)
-	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec, Logf: log.Printf})
+	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec,
+		Agent: agent, Scorer: scorer, Exempt: func() []int {
+			if sess == nil {
+				return nil
+			}
+			return []int{sess.XPid()}
+		}, Logf: log.Printf})
 	if err != nil {
 		return err
 	}
@@ -97,8 +110,27 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if agent != nil && os.Geteuid() == 0 {
+		// The channel is the host's alone: the agent's uid cannot connect.
+		if network, path, _ := guest.SplitAddr(*listen); network == "unix" {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return err
+			}
+		}
+	}
 	log.Printf("guestd: serving %s on %s", *display, *listen)
 	return srv.Serve(ctx, ln)
+}
+
+// identity returns the identity of a --*-uid/--*-gid pair, nil for none.
+func identity(uid, gid int) *guest.Identity {
+	if uid < 0 {
+		return nil
+	}
+	if gid < 0 {
+		gid = uid
+	}
+	return &guest.Identity{UID: uid, GID: gid}
 }
 
 func setEnv(env []string, key, val string) []string {

@@ -134,6 +134,7 @@ type PoolSpec struct {
 	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
 	Confined     bool   `msgpack:"confined" json:"confined"`
+	Isolation    string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
 	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
 }
 

@@ -185,8 +185,8 @@ func verbNames() []string {
 // check that it maps every code the Go side knows.
 func errorCodes() map[string]int {
 	m := make(map[string]int, len(aci.Codes))
-	for c, s := range aci.Codes {
-		m[string(c)] = s
+	for c, b := range aci.Codes {
+		m[string(c)] = b.Status
 	}
 	return m
 }

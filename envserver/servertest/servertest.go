@@ -106,6 +106,7 @@ type Options struct {
 type Server struct {
 	*stack.Stack
 	Token string
+	State string // the server's state directory
 }
 
 // Start starts a server and stops it (and every sandbox) when the test ends.
@@ -182,7 +183,7 @@ func start(t testing.TB, opts Options, onClose func(func())) (*Server, error) {
 		return nil, err
 	}
 	onClose(stop)
-	return &Server{Stack: st, Token: cfg.Token}, nil
+	return &Server{Stack: st, Token: cfg.Token, State: cfg.State}, nil
 }
 
 // Call posts req as msgpack to path and decodes the reply into resp (when

@@ -111,6 +111,16 @@ func (c *Client) Exec(ctx context.Context, args wire.ExecArgs) (*wire.ExecResult
 	return &r, nil
 }
 
+// Score freezes the agent's processes and runs a verifier as the scoring
+// identity (see wire.ScoreArgs).
+func (c *Client) Score(ctx context.Context, args wire.ScoreArgs) (*wire.ScoreResult, error) {
+	var r wire.ScoreResult
+	if err := c.call(ctx, wire.MethodScore, args, &r, nil); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // ExecStream runs a command and hands its output to onChunk, in order, as it
 // arrives; the result carries the exit status only. onChunk runs on the
 // connection's reader and must return quickly.

@@ -14,6 +14,8 @@
 //
 //	1 (2026-12): hello/welcome, act, screenshot, list_windows, exec (+stream),
 //	             put_file, health.
+//	  (2026-12): score (additive): freeze the agent's processes, run the
+//	             verifier as the scoring identity.
 package wire
 
 import (
@@ -49,6 +51,7 @@ const (
 	MethodExec        = "exec"
 	MethodPutFile     = "put_file"
 	MethodHealth      = "health"
+	MethodScore       = "score"
 )
 
 // Message is one frame's content.
@@ -236,4 +239,24 @@ type Health struct {
 	X     bool   `msgpack:"x"`  // X server answers
 	WM    bool   `msgpack:"wm"` // a window manager holds the root (EWMH check window)
 	Error string `msgpack:"error,omitempty"`
+}
+
+// ScoreArgs runs a task's verifier out of the agent's reach: guestd first
+// stops every process the agent could have started, then runs the verifier
+// as the scoring identity with its own HOME and working directory. A Shell
+// script travels on the verifier's stdin (/bin/sh -s), so no process
+// listing shows it. Argv and Shell are exclusive.
+type ScoreArgs struct {
+	Argv      []string `msgpack:"argv,omitempty"`
+	Shell     string   `msgpack:"shell,omitempty"`
+	Env       []string `msgpack:"env,omitempty"` // KEY=VALUE, added to the scoring env
+	TimeoutMS int      `msgpack:"timeout_ms,omitempty"`
+}
+
+// ScoreResult is the verifier's run and what the freeze did.
+type ScoreResult struct {
+	ExecResult `msgpack:",inline"`
+	Frozen     int   `msgpack:"frozen"`    // agent processes stopped before the run
+	FreezeUS   int64 `msgpack:"freeze_us"` // time the freeze took
+	Isolated   bool  `msgpack:"isolated"`  // ran as an identity other than the agent's
 }

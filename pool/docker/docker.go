@@ -1,6 +1,7 @@
 // Package docker is the container provider: every sandbox is a container of
 // the locally built sandbox image (images/build.sh; no registry), run with no
-// network, pids/memory/shm limits and Docker's init, as an unprivileged user.
+// network and pids/memory/shm limits; guestd is its PID 1 (root with a few
+// capabilities) and the desktop runs as the unprivileged agent user.
 // guestd is bind-mounted read-only from the host and reached through a unix
 // socket in a per-container host directory bind-mounted at /run/shinken.
 //
@@ -93,7 +94,8 @@ type Options struct {
 	// directory under os.TempDir(), removed by Close. Keep it short: a unix
 	// socket path is limited to 107 bytes.
 	StateDir string
-	// UID is the uid guestd runs as inside the container; 0 means DefaultUID.
+	// UID is the agent's uid inside the container (UID+1 runs verifiers);
+	// 0 means DefaultUID.
 	UID int
 	// ReadyTimeout bounds a container's boot up to guestd's hello when the
 	// caller's ctx has no earlier deadline; 0 means DefaultReadyTimeout.
@@ -299,9 +301,13 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Fork:         true,
 		Resume:       false,
 		Confined:     true,
+		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
+			"the agent runs as uid " + strconv.Itoa(p.opts.UID) + "; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
+			"runs as uid " + strconv.Itoa(p.opts.UID+1) + " with its own HOME; the guest socket is root's",
 		Notes: "snapshot = docker commit of the container filesystem (home, /tmp, installed files); " +
 			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
-			"pids/memory/shm limits, docker init, unprivileged desktop user",
+			"pids/memory/shm limits; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
+			"verifiers as their own uid after the agent's processes are stopped; the guest socket is root's",
 	}
 }
 
@@ -345,11 +351,8 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 		release()
 		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
 	}
-	if err := os.Chown(dir, p.opts.UID, p.opts.UID); err != nil {
-		os.RemoveAll(dir)
-		release()
-		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
-	}
+	// The socket dir stays root's: guestd (root in the container) serves the
+	// host there, and the agent's uid can neither connect nor swap the socket.
 
 	cfg, hcfg := p.containerConfig(ref, spec, dir, snap != "")
 	created, err := p.cli.ContainerCreate(ctx, cfg, hcfg, nil, nil, name)
@@ -420,14 +423,20 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 	if relaunch {
 		argv = append(argv, "--relaunch")
 	}
+	uid := strconv.Itoa(p.opts.UID)
+	scorer := strconv.Itoa(p.opts.UID + 1)
+	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)
 	// A committed filesystem carries the X server's lock and socket of the
 	// container it came from; clear them so the new Xvfb can take :0.
 	script := `rm -f /tmp/.X0-lock /tmp/.X11-unix/X0; exec "$@"`
-	init := true
-	uid := strconv.Itoa(p.opts.UID)
+	// guestd is the container's PID 1 (it reaps, and as PID 1 its scoring
+	// freeze sees every process) and stays root with a few capabilities;
+	// the desktop runs as the agent's uid, verifiers as the next uid.
+	init := false
+	nproc := pids / 2 // per uid: the agent's fork bomb leaves room for the scorer and guestd
 	cfg := &container.Config{
 		Image:           ref,
-		User:            uid + ":" + uid,
+		User:            "0:0",
 		Entrypoint:      []string{"/bin/sh", "-c", script, "sh"},
 		Cmd:             argv,
 		Env:             []string{"HOME=" + agentHome, "USER=agent", "LANG=C.UTF-8"},
@@ -444,11 +453,13 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 		Init:        &init,
 		ShmSize:     DefaultShm,
 		CapDrop:     []string{"ALL"},
+		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "KILL", "SETGID", "SETUID"},
 		SecurityOpt: []string{"no-new-privileges"},
 		Resources: container.Resources{
 			Memory:     mem,
 			MemorySwap: mem, // no swap beyond the limit
 			PidsLimit:  &pids,
+			Ulimits:    []*container.Ulimit{{Name: "nproc", Soft: nproc, Hard: nproc}},
 		},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: dir, Target: sockDir},
@@ -633,4 +644,17 @@ func (p *Provider) logTail(id string) string {
 		return ""
 	}
 	return "; container output: " + s
+}
+
+// KillX SIGKILLs a sandbox's X server as the container's root (tests use
+// it: the agent cannot).
+func (p *Provider) KillX(ctx context.Context, id string) error {
+	ex, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{User: "0", Cmd: []string{"sh", "-c", "kill -9 $(pidof Xvfb)"}})
+	if err != nil {
+		return fmt.Errorf("docker provider: kill X: %w", err)
+	}
+	if err := p.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{Detach: true}); err != nil {
+		return fmt.Errorf("docker provider: kill X: %w", err)
+	}
+	return nil
 }

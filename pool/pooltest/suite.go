@@ -197,12 +197,26 @@ func testAliveUnknown(t *testing.T, p pool.Provider) {
 func testXDeathVisible(t *testing.T, p pool.Provider) {
 	sb := Create(t, p)
 	c := Dial(t, sb)
-	// Kill the X server from inside: the guest stays up and reports it.
-	Sh(t, c, `kill -9 $(pidof Xvfb)`)
+	// Kill the X server: the guest stays up and reports it. The agent
+	// cannot (Xvfb is not its process), so a provider that isolates it
+	// kills it from the host.
+	if k, ok := p.(XKiller); ok {
+		if err := k.KillX(ctxT(t), sb.ID); err != nil {
+			t.Fatalf("KillX: %v", err)
+		}
+	} else {
+		Sh(t, c, `kill -9 $(pidof Xvfb)`)
+	}
 	Eventually(t, 10*time.Second, "health x:false after Xvfb was killed", func() bool {
 		h, err := c.Health(ctxT(t))
 		return err == nil && !h.X
 	})
+}
+
+// XKiller is implemented by providers whose sandboxes hide the X server from
+// the agent: tests end it from the host.
+type XKiller interface {
+	KillX(ctx context.Context, id string) error
 }
 
 func testConfinement(t *testing.T, p pool.Provider) {
@@ -215,7 +229,7 @@ func testConfinement(t *testing.T, p pool.Provider) {
 		t.Errorf("desktop uid = 0; want an unprivileged user")
 	}
 	// The host's filesystem is read-only inside.
-	for _, path := range []string{"/usr/shinken-probe", "/etc/shinken-probe", "/var/tmp/shinken-probe"} {
+	for _, path := range []string{"/usr/shinken-probe", "/etc/shinken-probe", "/shinken-probe"} {
 		if out, code := Sh(t, ca, "touch "+path+" 2>&1"); code == 0 {
 			t.Errorf("touch %s succeeded (%q); want the host read-only", path, out)
 			os.Remove(path)
@@ -232,9 +246,10 @@ func testConfinement(t *testing.T, p pool.Provider) {
 	if out, code := Sh(t, cb, `cat "$HOME/a.txt" /tmp/a.txt 2>&1`); code == 0 {
 		t.Errorf("sandbox b read a's files: %q", out)
 	}
-	// Processes of other sandboxes are invisible.
-	if n := MustSh(t, ca, "pidof Xvfb | wc -w"); n != "1" {
-		t.Errorf("Xvfb processes visible = %s; want 1 (its own)", n)
+	// Processes of other sandboxes are invisible (its own X server may be
+	// hidden too: it is not the agent's).
+	if n := MustSh(t, ca, "pidof Xvfb | wc -w"); n != "1" && n != "0" {
+		t.Errorf("Xvfb processes visible = %s; want at most 1 (its own)", n)
 	}
 }
 

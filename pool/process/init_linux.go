@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +13,8 @@ import (
 // JSON-encoded initConfig.
 const initEnv = "SHINKEN_SANDBOX_INIT"
 
-// In-sandbox paths. The host's filesystem is visible read-only; these are
-// the sandbox's own writable directories.
+// In-sandbox paths. Of the host's filesystem only the OS is visible, read
+// only; these are the sandbox's own writable directories.
 const (
 	sandboxHome      = "/home/agent"
 	sandboxWorkspace = "/home/workspace"
@@ -35,6 +34,10 @@ type initConfig struct {
 	NoFile  uint64   `json:"nofile"`   // RLIMIT_NOFILE
 	NProc   uint64   `json:"nproc"`    // RLIMIT_NPROC (per uid; each sandbox has its own uid)
 	ShmSize int64    `json:"shm_size"` // bytes of the private /dev/shm
+	// KeepCaps, when guestd keeps root (UID -1 on a root host), are the
+	// only capabilities left in its bounding set: enough to run the agent
+	// and the scorer as their own uids and to stop the agent's processes.
+	KeepCaps []int `json:"keep_caps,omitempty"`
 }
 
 // MaybeRunInit turns the current process into a sandbox's init when it was
@@ -58,7 +61,7 @@ func MaybeRunInit() {
 
 // runInit confines the process (it already runs in fresh pid, mount, ipc
 // and network namespaces) and execs guestd as the namespace's PID 1. It only
-// returns on failure.
+// returns on failure. See root_linux.go for the filesystem it sees.
 func runInit(cfg *initConfig) error {
 	if err := confine(cfg); err != nil {
 		return err
@@ -79,90 +82,6 @@ func runInit(cfg *initConfig) error {
 	}
 	argv := append([]string{"guestd"}, cfg.Args...)
 	return fmt.Errorf("exec guestd: %w", syscall.Exec(sandboxGuestd, argv, cfg.Env))
-}
-
-// confine builds the sandbox's view of the filesystem: the host read-only,
-// private /run, /home, /tmp, /dev/shm, /dev/pts and /proc, and the sandbox's
-// own directories writable. It also brings up loopback.
-func confine(cfg *initConfig) error {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
-	}
-	if err := unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("make host read-only: %w", err)
-	}
-	tmpfs := func(target, opts string) error {
-		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			return fmt.Errorf("tmpfs %s: %w", target, err)
-		}
-		return nil
-	}
-	bind := func(src, dst string) error {
-		if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", dst, err)
-		}
-		// A bind of a read-only mount's directory inherits read-only.
-		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("make %s writable: %w", dst, err)
-		}
-		return nil
-	}
-	// /run: the guest socket directory and the guestd binary (bound by
-	// path so it stays reachable once /tmp is replaced).
-	if err := tmpfs("/run", "mode=0755,size=1m"); err != nil {
-		return err
-	}
-	if err := os.Mkdir(sandboxRun, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(sandboxGuestd, nil, 0o755); err != nil {
-		return err
-	}
-	if err := unix.Mount(cfg.Guestd, sandboxGuestd, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind guestd: %w", err)
-	}
-	if err := bind(filepath.Join(cfg.Dir, "run"), sandboxRun); err != nil {
-		return err
-	}
-	// /home: the sandbox's home and workspace only.
-	if err := tmpfs("/home", "mode=0755,size=1m"); err != nil {
-		return err
-	}
-	for _, d := range []struct{ src, dst string }{
-		{"home", sandboxHome}, {"workspace", sandboxWorkspace},
-	} {
-		if err := os.Mkdir(d.dst, 0o755); err != nil {
-			return err
-		}
-		if err := bind(filepath.Join(cfg.Dir, d.src), d.dst); err != nil {
-			return err
-		}
-	}
-	if err := bind(filepath.Join(cfg.Dir, "tmp"), "/tmp"); err != nil {
-		return err
-	}
-	// Cover the provider's state (other sandboxes, snapshots) with nothing.
-	for _, h := range cfg.Hide {
-		if _, err := os.Stat(h); err != nil {
-			continue // already out of sight (under a replaced directory)
-		}
-		if err := unix.Mount("tmpfs", h, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0755"); err != nil {
-			return fmt.Errorf("hide %s: %w", h, err)
-		}
-	}
-	if err := tmpfs("/dev/shm", fmt.Sprintf("mode=1777,size=%d", cfg.ShmSize)); err != nil {
-		return err
-	}
-	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
-		return fmt.Errorf("devpts: %w", err)
-	}
-	if err := unix.Mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind ptmx: %w", err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("proc: %w", err)
-	}
-	return loopbackUp()
 }
 
 // loopbackUp sets IFF_UP on "lo", the only interface of the sandbox's
@@ -212,6 +131,11 @@ func dropPrivileges(cfg *initConfig) error {
 		}
 		if err := syscall.Setuid(cfg.UID); err != nil {
 			return fmt.Errorf("setuid: %w", err)
+		}
+	}
+	if len(cfg.KeepCaps) > 0 {
+		if err := limitCaps(cfg.KeepCaps); err != nil {
+			return err
 		}
 	}
 	// No setuid binary inside can regain privileges.

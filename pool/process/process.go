@@ -248,8 +248,23 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Restore:      true,
 		Fork:         true,
 		Confined:     p.confined,
+		Isolation:    p.isolation(),
 		Notes:        p.notes,
 	}
+}
+
+// isolation describes what keeps the reward out of the agent's reach.
+func (p *Provider) isolation() string {
+	switch {
+	case !p.confined:
+		return "none: unconfined sandboxes see the whole host; on done guestd stops its own descendants before the verifier runs, as the agent's uid"
+	case os.Geteuid() != 0:
+		return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes); one uid (user namespace): " +
+			"on done every process but guestd and Xvfb is stopped (SIGSTOP sweep by PID 1) and the verifier runs with its own HOME, as the agent's uid"
+	}
+	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid); guestd is PID 1, root with 7 capabilities; " +
+		"the agent runs as its own uid; on done every process but guestd and Xvfb is stopped (SIGSTOP sweep) and the verifier runs as a uid of its own " +
+		"with its own HOME; the guest socket is root's"
 }
 
 // Create implements pool.Provider.
@@ -418,6 +433,12 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 	if relaunch {
 		args = append(args, "--relaunch")
 	}
+	if uid >= 0 {
+		// guestd stays root in the sandbox (with a few capabilities); the
+		// agent's desktop runs as uid, verifiers as a uid of their own.
+		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
+			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
+	}
 	env := []string{
 		"HOME=" + home,
 		"USER=agent",
@@ -441,11 +462,14 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		Env:     env,
 		Dir:     b.dir,
 		Hide:    []string{p.opts.Root},
-		UID:     uid,
-		GID:     gid,
+		UID:     -1,
+		GID:     -1,
 		NoFile:  p.opts.NoFile,
 		NProc:   nproc,
 		ShmSize: p.opts.ShmBytes,
+	}
+	if uid >= 0 {
+		cfg.KeepCaps = guestdCaps
 	}
 	js, err := json.Marshal(&cfg)
 	if err != nil {
@@ -457,6 +481,17 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 	cmd.Dir = "/"
 	cmd.SysProcAttr = sysProcAttr()
 	return cmd, nil
+}
+
+// guestdCaps are the capabilities a root guestd keeps: CAP_CHOWN,
+// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_SETGID,
+// CAP_SETUID.
+var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7}
+
+// scorerUID is the uid a sandbox's verifiers run as: outside the range of
+// agent uids, so no agent of any sandbox shares it.
+func (p *Provider) scorerUID(display int) int {
+	return p.opts.UIDBase + p.opts.DisplayBase + p.opts.Displays + display
 }
 
 // maxSockPath is the longest unix socket path that fits sockaddr_un.
@@ -633,4 +668,39 @@ func logTail(path string) string {
 		b = b[len(b)-800:]
 	}
 	return "; log: " + strings.TrimSpace(string(b))
+}
+
+// KillX SIGKILLs a sandbox's X server from the host (tests use it: the
+// agent cannot). It finds the children of the sandbox's init named Xvfb.
+func (p *Provider) KillX(ctx context.Context, id string) error {
+	init := p.InitPID(id)
+	if init == 0 {
+		return notFound("sandbox", id)
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(init) && strings.Contains(string(b[:i]), "(Xvfb") {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("process: sandbox %s: no Xvfb found", id)
+	}
+	return nil
 }

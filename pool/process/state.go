@@ -254,6 +254,9 @@ func makeDirs(dir, seed string, uid, gid int) error {
 		} else if err := os.Mkdir(p, 0o755); err != nil {
 			return err
 		}
+		if d == "run" {
+			continue // the host's channel: guestd's, never the agent's
+		}
 		if err := chown(p, uid, gid); err != nil {
 			return err
 		}

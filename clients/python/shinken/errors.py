@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "TransportError", "ProtocolError",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "TransportError", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -137,6 +137,16 @@ class TooLarge(ShinkenError):
     code, http_status = "too_large", 413
 
 
+class ScorerError(ShinkenError):
+    """The task's verifier gave no valid verdict; its output is in ``detail``."""
+    code, http_status = "scorer_error", 502
+
+
+class AgentError(ShinkenError):
+    """The agent broke what it acted on (its session, its processes); never retried."""
+    code, http_status = "agent_error", 422
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -173,7 +183,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
     cls.code: cls for cls in (
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
-        EpisodeOver, Internal, Busy, DisplayError, TooLarge,
+        EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
     )
 }
 

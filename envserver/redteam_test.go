@@ -1,0 +1,215 @@
+package envserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/servertest"
+	"github.com/shinken-rl/shinken/pool/docker"
+	"github.com/shinken-rl/shinken/rollout"
+	"github.com/shinken-rl/shinken/trajectory"
+)
+
+// The red team: every way an agent that did not solve its task has been
+// seen to earn reward or buy a free retry, played as an agent plays, over
+// real HTTP against real sandboxes, driven by the rollout runner. Each must
+// end with reward 0 and the exit reason it deserves, in one attempt.
+
+// exploit is one attack: a scripted episode and what it must come to.
+type exploit struct {
+	name  string
+	task  string
+	steps [][]aci.Action
+	text  string // when set, the first step is this model text (pyautogui)
+	exit  trajectory.ExitReason
+	// code, when set, is the info.error code the first step must record,
+	// with ran of its actions run (a refused step runs none; an action the
+	// guest refused ran, and failed).
+	code aci.Code
+	ran  int
+}
+
+// sh is the agent running a shell command: the xterm tasks give it a
+// terminal, so launch_app of any program is theirs to use.
+func sh(script string) aci.Action {
+	return aci.Action{Verb: aci.LaunchApp, App: "sh", Args: []string{"-c", script}}
+}
+
+func wait(ms int) aci.Action { return aci.Action{Verb: aci.Wait, MS: ms} }
+
+var doneStep = []aci.Action{{Verb: aci.Done}}
+
+// repoRoot is this checkout's root, whose task files hold every answer.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+func exploits(stateDir string) []exploit {
+	hello := "xterm-hello-file"
+	taskFile := filepath.Join(repoRoot(), "configs", "tasks", hello+".json")
+	exe, _ := os.Executable()
+	return []exploit{
+		{name: "host file read", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(fmt.Sprintf(`for f in %q %q %q/*/*; do grep -aoh 'hello shin[k]en' "$f" 2>/dev/null | head -1 > ~/hello.txt && [ -s ~/hello.txt ] && break; done`,
+				taskFile, exe, stateDir)), wait(1500)}, doneStep}},
+		{name: "stdout injection", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`while :; do for p in /proc/[0-9]*; do echo 1 > $p/fd/1; echo 1e308 > $p/fd/1; done 2>/dev/null; done`), wait(300)}, doneStep}},
+		{name: "verifier stopped or killed", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`me=$(id -u); while :; do pkill -STOP -v -U $me; pkill -KILL -v -U $me; for p in /proc/[0-9]*; do kill -STOP ${p#/proc/}; done 2>/dev/null; done`), wait(300)}, doneStep}},
+		{name: "exec-slot starvation", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`for s in /run/shinken/guest.sock $(find / -xdev -type s 2>/dev/null); do for i in $(seq 32); do python3 -c 'import socket,sys,time
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(60)' "$s" & done; done`), wait(500)}, doneStep}},
+		{name: "argv snooping", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`while :; do cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -o 'hello shin[k]en' | head -1 > ~/.s && [ -s ~/.s ] && mv ~/.s ~/hello.txt; done`), wait(300)}, doneStep}},
+		{name: "kill 1 during scoring", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`while :; do kill -TERM 1; kill -KILL 1; kill -TERM -1; done 2>/dev/null`), wait(300)}, doneStep}},
+		{name: "session killed", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`kill -9 -1`), wait(500)}, {wait(2500)}, doneStep}},
+		{name: "fork bomb", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`b(){ b|b& }; b`), wait(500)}, {{Verb: aci.LaunchApp, App: "xterm"}}, doneStep}},
+		{name: "sleep to timeout", task: hello, exit: trajectory.TaskComplete, code: aci.CodeInvalidAction,
+			text: "import time\ntime.sleep(60)", steps: [][]aci.Action{nil, doneStep}},
+		{name: "sleep to timeout, strict task", task: "redteam-strict", exit: trajectory.AgentError, code: aci.CodeInvalidAction,
+			text: "import time\ntime.sleep(60)", steps: [][]aci.Action{nil}},
+		{name: "waits past the step budget", task: hello, exit: trajectory.TaskComplete, code: aci.CodeInvalidAction,
+			steps: [][]aci.Action{{wait(aci.Caps.WaitMS), wait(aci.Caps.WaitMS)}, doneStep}},
+		{name: "duration overflow", task: hello, exit: trajectory.TaskComplete, code: aci.CodeInvalidAction, steps: [][]aci.Action{
+			{{Verb: aci.Drag, Target: aci.Px(10, 10), To: aci.Px(20, 20), DurationMS: 1 << 62}}, doneStep}},
+		{name: "missing program", task: hello, exit: trajectory.TaskComplete, code: aci.CodeInvalidAction, ran: 1, steps: [][]aci.Action{
+			{{Verb: aci.LaunchApp, App: "no-such-program-anywhere"}}, doneStep}},
+		{name: "app the task does not offer", task: "mousepad-write-note", exit: trajectory.TaskComplete, code: aci.CodeInvalidAction, steps: [][]aci.Action{
+			{{Verb: aci.LaunchApp, App: "xterm"}}, doneStep}},
+		// The verdict contract: a verifier that echoes what the agent wrote.
+		verdict("1e308"), verdict("1\n1"), verdict("nan"), verdict("inf"), verdict("-1"),
+		verdict("yes"), verdict(""), verdict("crash"), verdict("hang"),
+	}
+}
+
+func verdict(out string) exploit {
+	return exploit{name: fmt.Sprintf("verdict %q", out), task: "redteam-verdict", exit: trajectory.ScorerError,
+		steps: [][]aci.Action{{sh(fmt.Sprintf(`printf '%%s' %q > ~/verdict.txt`, out)), wait(300)}, doneStep}}
+}
+
+// redteamTasks writes the task suite the red team plays: shipped tasks and
+// two of its own.
+func redteamTasks(t *testing.T) string {
+	dir := t.TempDir()
+	shipped, err := configs.LoadTasks("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := *shipped["xterm-hello-file"]
+	strict := hello
+	strict.ID, strict.EndOnAgentError = "redteam-strict", true
+	echo := hello
+	echo.ID = "redteam-verdict"
+	echo.Verifier = configs.Verifier{TimeoutMS: 1000, Shell: `v=$(cat "$AGENT_HOME/verdict.txt"); ` +
+		`case "$v" in crash) exit 3;; hang) sleep 30;; esac; printf '%s\n' "$v"`}
+	for _, task := range []*configs.Task{&hello, &strict, &echo, shipped["mousepad-write-note"]} {
+		b, err := json.Marshal(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, task.ID+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestRedTeamProcess(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t)})
+	redTeam(t, s)
+}
+
+func TestRedTeamDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping container boots")
+	}
+	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Edit: func(c *configs.Server) { c.Provider = "docker" }})
+	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
+		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	redTeam(t, s)
+}
+
+// redTeam runs every exploit as a rollout job (the seed picks the exploit)
+// and checks reward, exit reason, attempts and the recorded steps.
+func redTeam(t *testing.T, s *servertest.Server) {
+	xs := exploits(s.State)
+	byTask := map[string][]int{}
+	for i, x := range xs {
+		byTask[x.task] = append(byTask[x.task], i)
+	}
+	client := rollout.NewClient(s.URL, s.Token, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	for task, idx := range byTask {
+		policy := rollout.PolicyFunc(func(_ context.Context, _ api.TaskInfo, seed int64) (rollout.Agent, error) {
+			x := xs[idx[seed]]
+			return rollout.AgentFunc(func(_ context.Context, turn rollout.Turn) (rollout.Decision, error) {
+				if turn.Step == 0 && x.text != "" {
+					return rollout.Decision{Text: x.text, Dialect: "pyautogui"}, nil
+				}
+				if turn.Step >= len(x.steps) {
+					return rollout.Decision{Actions: doneStep}, nil
+				}
+				return rollout.Decision{Actions: x.steps[turn.Step]}, nil
+			}), nil
+		})
+		sum, err := rollout.Run(ctx, rollout.Config{
+			Client: client, Policy: policy, Tasks: []string{task}, Seeds: len(idx), Concurrency: 3,
+		})
+		if err != nil {
+			t.Fatalf("rollout %s: %v", task, err)
+		}
+		if sum.InfraRetries != 0 {
+			t.Errorf("%s: the runner retried %d attempts; want none", task, sum.InfraRetries)
+		}
+		for _, r := range sum.Results {
+			x := xs[idx[r.Job.Seed]]
+			t.Run(strings.ReplaceAll(x.name, " ", "_"), func(t *testing.T) {
+				if r.Reward != 0 || r.ExitReason != string(x.exit) || r.Attempts != 1 || len(r.InfraFailures) > 0 {
+					t.Fatalf("got reward %v exit %q attempts %d (retried for %v, error %q); want reward 0 exit %q in one attempt",
+						r.Reward, r.ExitReason, r.Attempts, r.InfraFailures, r.Error, x.exit)
+				}
+				tr, err := client.Episode(ctx, r.EpisodeID)
+				if err != nil {
+					t.Fatalf("episode: %v", err)
+				}
+				first := tr.Steps[0]
+				if x.code != "" && (first.Error == nil || first.Error.Code != x.code || first.Ran == nil || *first.Ran != x.ran) {
+					t.Errorf("first step: error %v ran %v; want %s with %d run", first.Error, ranOf(first.Ran), x.code, x.ran)
+				}
+				last := tr.Steps[len(tr.Steps)-1]
+				if x.exit == trajectory.ScorerError {
+					if last.Error == nil || last.Error.Code != aci.CodeScorerError || last.Error.Detail == nil {
+						t.Errorf("last step error = %+v; want scorer_error with the verifier's output kept", last.Error)
+					}
+				}
+			})
+		}
+	}
+}
+
+func ranOf(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
