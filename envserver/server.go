@@ -247,9 +247,24 @@ func wireError(err error) *aci.Error {
 	}
 	var e *aci.Error
 	if errors.As(err, &e) && codeOf(err) == e.Code {
-		return e
+		if err == error(e) {
+			return e
+		}
+		// Keep the whole chain: the outer layers say which sandbox and
+		// why (a boot's log tail), the inner one only what kind.
+		return &aci.Error{Code: e.Code, Message: chainMessage(err, e), Detail: e.Detail}
 	}
 	return &aci.Error{Code: codeOf(err), Message: err.Error()}
+}
+
+// chainMessage is err's message without the "code: " prefix its typed
+// error e adds when it is the innermost link.
+func chainMessage(err error, e *aci.Error) string {
+	msg := err.Error()
+	if full := e.Error(); strings.HasSuffix(msg, full) {
+		return strings.TrimSuffix(msg, full) + e.Message
+	}
+	return msg
 }
 
 // ---- HTTP ----
