@@ -52,6 +52,8 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 		func() float64 { return float64(p.Stats().Deaths) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boots_total", Help: "Sandboxes booted (cold, restored or forked)."},
 		func() float64 { return float64(p.Stats().Boots) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boot_failures_total", Help: "Failed sandbox boot attempts (each retried, or reported once retries are spent); the log has each cause."},
+		func() float64 { return float64(p.Stats().BootFailures) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_envs", Help: "Open envs."}, func() float64 { return float64(envCount()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frame_cache_bytes", Help: "Bytes held by the shared frame cache."},
 		func() float64 { _, b := cache.stats(); return float64(b) }))

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,8 +65,8 @@ func (p *Pool) adopt(ctx context.Context, sb *Sandbox) (*member, error) {
 	return &member{sb: sb, guest: c, gone: make(chan struct{})}, nil
 }
 
-// bootDone records a finished boot attempt; on failure it backs off
-// before letting the filler try again.
+// bootDone records a finished background boot attempt; on failure it
+// backs off before letting the filler try again.
 func (p *Pool) bootDone(err error) {
 	if err == nil {
 		p.mu.Lock()
@@ -75,17 +76,72 @@ func (p *Pool) bootDone(err error) {
 		return
 	}
 	p.mu.Lock()
-	p.fails++
-	p.lastErr = err
-	d := min(50*time.Millisecond<<min(p.fails, 7), 5*time.Second)
-	closed := p.closed
+	d := min(50*time.Millisecond<<min(p.fails+1, 7), 5*time.Second)
 	p.mu.Unlock()
-	if !closed {
-		p.cfg.Logf("pool: boot failed (retrying in %v): %v", d, err)
-	}
+	p.bootFailed(err, fmt.Sprintf("background; retrying in %v", d))
 	select {
 	case <-time.After(d):
 	case <-p.ctx.Done():
+	}
+}
+
+// bootFailed counts and logs one failed boot attempt with its cause (the
+// provider's error carries the sandbox's log tail).
+func (p *Pool) bootFailed(err error, what string) {
+	p.mu.Lock()
+	p.fails++
+	p.bootFailures++
+	p.lastErr = err
+	closed := p.closed
+	p.mu.Unlock()
+	if !closed {
+		p.cfg.Logf("pool: boot failed (%s): %v", what, err)
+	}
+}
+
+// retryable reports whether a failed boot may succeed when tried again:
+// not when the pool or provider is closing, the caller gave up, or what
+// was asked for cannot exist (an unknown snapshot, no free display).
+func retryable(ctx context.Context, err error) bool {
+	switch {
+	case ctx.Err() != nil,
+		errors.Is(err, ErrClosed), errors.Is(err, ErrNotFound),
+		errors.Is(err, ErrExhausted), errors.Is(err, ErrUnsupported),
+		errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// retry runs one boot attempt up to BootAttempts times with exponential
+// backoff from BootBackoff, while the failure is retryable and ctx lives.
+// Every failure is counted and logged; the last one is returned, wrapped
+// with the number of attempts.
+func (p *Pool) retry(ctx context.Context, what string, attempt func() error) error {
+	wait := p.cfg.BootBackoff
+	for i := 1; ; i++ {
+		err := attempt()
+		if err == nil {
+			p.mu.Lock()
+			p.fails = 0
+			p.mu.Unlock()
+			return nil
+		}
+		if !retryable(ctx, err) {
+			return err
+		}
+		p.bootFailed(err, fmt.Sprintf("%s, attempt %d of %d", what, i, p.cfg.BootAttempts))
+		if i >= p.cfg.BootAttempts {
+			return fmt.Errorf("%d boot attempts failed, the last: %w", i, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (after a failed boot: %v)", ctx.Err(), err)
+		}
+		wait *= 2
 	}
 }
 

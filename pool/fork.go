@@ -89,35 +89,13 @@ func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
 	}
 	defer p.deleteSnapshot(snap)
-	w := int64(min(n, p.cfg.MaxConcurrentBoots))
-	if err := p.sem.Acquire(ctx, w); err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: %w", err)
-	}
-	sbs, err := p.forker.Fork(ctx, snap, n, p.cfg.Spec)
-	p.sem.Release(w)
+	var ms []*member
+	err = p.retry(ctx, "fork", func() (err error) {
+		ms, err = p.forkOnce(ctx, snap, n)
+		return err
+	})
 	if err != nil {
 		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: %w", err)
-	}
-	ms := make([]*member, n)
-	g, gctx := errgroup.WithContext(ctx)
-	for i, sb := range sbs {
-		g.Go(func() error {
-			m, err := p.adopt(gctx, sb)
-			ms[i] = m
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		for i, m := range ms {
-			if m != nil {
-				p.retire(m)
-			} else {
-				p.destroy(sbs[i].ID)
-				unreserve(1)
-			}
-		}
 		return nil, fmt.Errorf("pool: fork: %w", err)
 	}
 	p.mu.Lock()
@@ -135,6 +113,41 @@ func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 		return nil, p.closedErr()
 	}
 	return out, nil
+}
+
+// forkOnce starts n sandboxes from snap and connects to their guests. On
+// failure it destroys what it made (their slots stay reserved).
+func (p *Pool) forkOnce(ctx context.Context, snap string, n int) ([]*member, error) {
+	w := int64(min(n, p.cfg.MaxConcurrentBoots))
+	if err := p.sem.Acquire(ctx, w); err != nil {
+		return nil, err
+	}
+	sbs, err := p.forker.Fork(ctx, snap, n, p.cfg.Spec)
+	p.sem.Release(w)
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]*member, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sb := range sbs {
+		g.Go(func() error {
+			m, err := p.adopt(gctx, sb)
+			ms[i] = m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for i, m := range ms {
+			if m != nil {
+				m.guest.Close()
+				p.destroy(m.sb.ID)
+			} else {
+				p.destroy(sbs[i].ID) // idempotent: adopt may have destroyed it
+			}
+		}
+		return nil, err
+	}
+	return ms, nil
 }
 
 func (p *Pool) deleteSnapshot(snap string) {

@@ -135,7 +135,11 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 	if err := p.reserve(ctx, 1, g); err != nil {
 		return nil, err
 	}
-	m, err := p.boot(ctx, g.snap)
+	var m *member
+	err := p.retry(ctx, fmt.Sprintf("restore golden %q", g.key), func() (err error) {
+		m, err = p.boot(ctx, g.snap)
+		return err
+	})
 	p.mu.Lock()
 	if err == nil {
 		p.boots++

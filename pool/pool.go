@@ -42,6 +42,13 @@ type Config struct {
 	// disables probing, deaths are still seen through the provider and the
 	// guest connection).
 	HealthInterval time.Duration
+	// BootAttempts is how many times a boot a caller waits for (an
+	// on-demand restore, a fork) is tried before its failure is returned
+	// (default 3). Background boots retry without end, backing off.
+	BootAttempts int
+	// BootBackoff is the wait after the first failed attempt, doubled
+	// after each next one (default 200 ms).
+	BootBackoff time.Duration
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -52,6 +59,7 @@ type Config struct {
 type Stats struct {
 	Warm, Leased, Booting, Goldens, Replicas int
 	Deaths, Boots                            uint64
+	BootFailures                             uint64 // failed boot attempts, retried or not
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -68,20 +76,21 @@ type Pool struct {
 	wg     sync.WaitGroup // every goroutine the pool starts
 	kick   chan struct{}  // wakes the filler (buffered 1)
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
-	closed   bool
-	warm     []*member
-	booting  int // general boots in flight
-	live     int // sandboxes counted against MaxSandboxes (incl. boots and teardowns)
-	leased   map[*Lease]struct{}
-	goldens  map[string]*golden
-	deaths   uint64
-	boots    uint64
-	wanted   int   // sandboxes that reserve calls are waiting for; refills leave them room
-	fails    int   // consecutive boot failures (backoff)
-	lastErr  error // last boot failure
-	shutdown chan struct{}
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every state change
+	closed       bool
+	warm         []*member
+	booting      int // general boots in flight
+	live         int // sandboxes counted against MaxSandboxes (incl. boots and teardowns)
+	leased       map[*Lease]struct{}
+	goldens      map[string]*golden
+	deaths       uint64
+	boots        uint64
+	bootFailures uint64
+	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
+	fails        int   // consecutive boot failures (backoff)
+	lastErr      error // last boot failure
+	shutdown     chan struct{}
 }
 
 // member is one live sandbox owned by the pool.
@@ -125,6 +134,12 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	}
 	if cfg.MaxConcurrentBoots <= 0 {
 		cfg.MaxConcurrentBoots = 2
+	}
+	if cfg.BootAttempts <= 0 {
+		cfg.BootAttempts = 3
+	}
+	if cfg.BootBackoff <= 0 {
+		cfg.BootBackoff = 200 * time.Millisecond
 	}
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = 30 * time.Second
@@ -171,7 +186,7 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
