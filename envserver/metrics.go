@@ -40,6 +40,14 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
+	// Series with a closed label set exist from the start, so a reader
+	// tells "none yet" (0) from "not exported".
+	for _, r := range []string{"encoded", "not_modified", "cache_hit", "cache_miss"} {
+		m.frames.WithLabelValues(r)
+	}
+	for _, r := range []string{"sent", "skipped_have"} {
+		m.framesSent.WithLabelValues(r)
+	}
 	poolGauge := func(state string, v func(pool.Stats) int) {
 		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_sandboxes", Help: "Sandboxes by state.", ConstLabels: prometheus.Labels{"state": state}},
 			func() float64 { return float64(v(p.Stats())) }))

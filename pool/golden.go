@@ -132,6 +132,9 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 
 // restoreGolden boots a replica on demand (no idle one was warm).
 func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
+	p.mu.Lock()
+	p.onDemand++
+	p.mu.Unlock()
 	if err := p.reserve(ctx, 1, g); err != nil {
 		return nil, err
 	}

@@ -60,6 +60,7 @@ type Stats struct {
 	Warm, Leased, Booting, Goldens, Replicas int
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
+	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -87,6 +88,7 @@ type Pool struct {
 	deaths       uint64
 	boots        uint64
 	bootFailures uint64
+	onDemand     uint64
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure
@@ -186,7 +188,7 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting

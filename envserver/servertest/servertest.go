@@ -21,6 +21,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/pool/process"
 	"github.com/vmihailenco/msgpack/v5"
@@ -266,4 +267,25 @@ func decode(isJSON bool, b []byte, v any) error {
 		return json.Unmarshal(b, v)
 	}
 	return msgpack.Unmarshal(b, v)
+}
+
+// WaitEnv waits, up to 20 s, until the shell condition cond holds inside
+// env's sandbox (a file written, a process gone): tests gate on the state
+// they need rather than on a fixed wait.
+func (s *Server) WaitEnv(t testing.TB, envID, cond string) {
+	t.Helper()
+	c, ok := s.Server.EnvGuest(envID)
+	if !ok {
+		t.Fatalf("wait in env %s: no live sandbox", envID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := "i=0; while [ $i -lt 400 ]; do if " + cond + "; then exit 0; fi; sleep 0.05; i=$((i+1)); done; exit 1"
+	r, err := c.Exec(ctx, wire.ExecArgs{Shell: script, TimeoutMS: 25000})
+	if err != nil {
+		t.Fatalf("wait in env %s for %q: %v", envID, cond, err)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("env %s: %q did not hold within 20 s", envID, cond)
+	}
 }

@@ -578,6 +578,17 @@ func (p *Provider) InitPID(id string) int {
 	return 0
 }
 
+// SandboxDir returns the host directory holding a sandbox's writable dirs
+// (home, workspace, tmp), or "" for an unknown id.
+func (p *Provider) SandboxDir(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.boxes[id]; b != nil {
+		return b.dir
+	}
+	return ""
+}
+
 // PIDNamespace returns the sandbox's pid namespace as /proc/<pid>/ns/pid
 // reads ("pid:[…]"), or "" when unknown or unconfined. Tests use it to
 // prove that nothing of a destroyed sandbox is left running.
