@@ -213,6 +213,9 @@ func start(t testing.TB, opts Options, onClose func(func() error)) (*Server, err
 	return &Server{Stack: st, Token: cfg.Token, ring: ring, state: cfg.State}, nil
 }
 
+// State is the server's state directory.
+func (s *Server) State() string { return s.state }
+
 // Call posts req as msgpack to path and decodes the reply into resp (when
 // the status is 200) or returns the typed error. It returns the status and
 // the reply body's size.
