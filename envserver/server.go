@@ -79,6 +79,7 @@ func (c *Config) setDefaults() {
 // Serve, end it with Shutdown.
 type Server struct {
 	cfg     Config
+	lim     api.Limits // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
 	cache   *frameCache
 	m       *metrics
@@ -106,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:      cfg,
+		lim:      DefaultLimits(cfg.MaxBatch, cfg.MaxBodyBytes),
 		pool:     cfg.Pool,
 		cache:    newFrameCache(cfg.FrameCacheBytes),
 		sem:      make(chan struct{}, cfg.Concurrency),
@@ -362,25 +364,25 @@ func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
 	switch route {
 	case "reset":
 		var req api.ResetRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.reset(s.ctx, &req)
 	case "step":
 		var req api.StepRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.step(s.ctx, &req)
 	case "fork":
 		var req api.ForkRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.fork(s.ctx, &req)
 	default:
 		var req api.CloseRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.close(s.ctx, &req)
