@@ -102,6 +102,8 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		Concurrency: cfg.Concurrency, IdleTTL: time.Duration(cfg.IdleTTL),
 		StepTimeout: time.Duration(cfg.StepTimeout), ResetTimeout: time.Duration(cfg.ResetTimeout),
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, PoolSize: cfg.Pool, Logf: logf,
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
+		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
 	})
 	if err != nil {
 		return nil, err
