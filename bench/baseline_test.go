@@ -43,14 +43,19 @@ func TestBaselineStepAndClose(t *testing.T) {
 	if n != len(png) || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 		t.Fatalf("baseline step: got %d bytes (file %d, prefix %q); want a PNG of that size", n, len(png), png[:min(8, len(png))])
 	}
-	// The counter keeps the screen changing: two captures differ.
-	time.Sleep(100 * time.Millisecond)
-	if _, err := bl.Step(ctx, clickX, clickY); err != nil {
-		t.Fatal(err)
+	// The counter keeps the screen changing: a later capture differs.
+	// (Captured again until it does, within a deadline: the ticker's
+	// period is not the test's to guess.)
+	changed := false
+	for deadline := time.Now().Add(10 * time.Second); !changed && time.Now().Before(deadline); {
+		if _, err := bl.Step(ctx, clickX, clickY); err != nil {
+			t.Fatal(err)
+		}
+		png2, _ := os.ReadFile(filepath.Join(bl.dir, "shot.png"))
+		changed = !bytes.Equal(png, png2)
 	}
-	png2, _ := os.ReadFile(filepath.Join(bl.dir, "shot.png"))
-	if bytes.Equal(png, png2) {
-		t.Errorf("two baseline captures 100 ms apart are identical; want the ticker to change the screen")
+	if !changed {
+		t.Errorf("baseline captures stayed identical for 10 s; want the ticker to change the screen")
 	}
 	pids := make([]int, len(bl.procs))
 	for i, p := range bl.procs {

@@ -10,7 +10,10 @@ import (
 	"github.com/shinken-rl/shinken/envserver/servertest"
 )
 
-func TestMain(m *testing.M) { servertest.Main(m) }
+func TestMain(m *testing.M) {
+	maybeBurnChild()
+	servertest.Main(m)
+}
 
 func loadShipped() (configs.Tasks, error)           { return configs.LoadTasks("") }
 func loadTaskDir(dir string) (configs.Tasks, error) { return configs.LoadTasks(dir) }

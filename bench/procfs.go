@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -96,6 +97,7 @@ type CPUSampler struct {
 	last  map[[2]uint64]uint64
 	stop  chan struct{}
 	done  chan struct{}
+	n     atomic.Int64 // samples completed
 }
 
 // StartCPUSampler samples root's tree every period until Stop.
@@ -131,7 +133,11 @@ func (s *CPUSampler) sample(initial bool) {
 		}
 		s.last[k] = p.ownTicks
 	}
+	s.n.Add(1)
 }
+
+// Samples reports how many samples have completed so far.
+func (s *CPUSampler) Samples() int64 { return s.n.Load() }
 
 // Stop takes a last sample and returns the tree's CPU seconds since start.
 func (s *CPUSampler) Stop() float64 {

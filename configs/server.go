@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -37,6 +38,30 @@ type Server struct {
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
 	Observe            aci.Observe `json:"observe"`              // default observation
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
+	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
+	MaxConns           int         `json:"max_conns"`            // open connections
+	MaxConnsPerIP      int         `json:"max_conns_per_ip"`     // open connections from one address
+	ReadTimeout        Duration    `json:"read_timeout"`         // reading one request, headers and body
+	WriteTimeout       Duration    `json:"write_timeout"`        // writing one reply
+	ConnIdleTimeout    Duration    `json:"conn_idle_timeout"`    // a keep-alive connection's wait for its next request
+}
+
+// ReadToken fills Token from TokenFile when it is set (the file's content,
+// trimmed): a token on the command line is visible to every local user.
+func (c *Server) ReadToken() error {
+	if c.TokenFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return fmt.Errorf("token file %s is empty", c.TokenFile)
+	}
+	c.Token = t
+	return nil
 }
 
 // Duration is a time.Duration written as "30s" in JSON.

@@ -43,7 +43,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, v := range []any{&api.ResetRequest{}, &api.StepRequest{}, &api.ForkRequest{}, &api.CloseRequest{}} {
-			if err := codecMsgpack.decode(b, v); err != nil && aci.CodeOf(err) != aci.CodeBadRequest {
+			if err := codecMsgpack.decode(b, v); err != nil && !decodeCode(aci.CodeOf(err)) {
 				t.Fatalf("got code %s; want bad_request", aci.CodeOf(err))
 			}
 			_ = codecJSON.decode(b, v)
@@ -85,4 +85,9 @@ func TestFrameCacheBound(t *testing.T) {
 	if _, ok := c.get(frameKey{hash: "big", format: "png"}); ok {
 		t.Errorf("a frame over the bound was cached")
 	}
+}
+
+// decodeCode reports the codes a refused body may get.
+func decodeCode(c aci.Code) bool {
+	return c == aci.CodeBadRequest || c == aci.CodePayloadTooLarge || c == aci.CodeBatchTooLarge
 }

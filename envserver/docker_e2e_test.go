@@ -37,7 +37,7 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	task := s.Tasks[ids[0]]
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Actions: task.Solution[0]}}})
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Actions: task.Solution[1]}}})
-	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: envs[0], Action: &aci.Action{Verb: aci.Wait, MS: 500}}}})
+	s.WaitEnv(t, envs[0], `[ "$(cat ~/hello.txt 2>/dev/null)" = "hello shinken" ]`)
 	var fr api.BatchReply
 	if _, _, err := s.Call("/v1/fork", api.ForkRequest{EnvID: envs[0], N: 1}, &fr); err != nil || fr.Results[0].Error != nil {
 		t.Fatalf("fork: %v %+v", err, fr.Results)

@@ -180,7 +180,7 @@ func TestForkAndSharedCache(t *testing.T) {
 	defer closeEnvs(s, parent)
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Actions: task.Solution[0]}}})
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Actions: task.Solution[1]}}})
-	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: parent, Action: &aci.Action{Verb: aci.Wait, MS: 300}}}})
+	s.WaitEnv(t, parent, `[ "$(cat ~/hello.txt 2>/dev/null)" = "hello shinken" ]`)
 
 	before := metric(t, s, `shinken_frames_total{result="encoded"}`)
 	const n = 4
@@ -210,7 +210,8 @@ func TestForkAndSharedCache(t *testing.T) {
 	}
 	// Child 1 deletes the file; child 0 must still see it.
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: kids[1], Actions: []aci.Action{
-		{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: "rm ~/hello.txt"}, {Verb: aci.Key, Keys: "Return"}, {Verb: aci.Wait, MS: 300}}}}})
+		{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: "rm ~/hello.txt"}, {Verb: aci.Key, Keys: "Return"}}}}})
+	s.WaitEnv(t, kids[1], `[ ! -e ~/hello.txt ]`)
 	done := step(t, s, api.StepRequest{Steps: []api.StepEnv{
 		{EnvID: kids[0], Action: &aci.Action{Verb: aci.Done}}, {EnvID: kids[1], Action: &aci.Action{Verb: aci.Done}}}})
 	if got := done.Results[0].Reward; got != 1 {
@@ -302,10 +303,13 @@ func metric(t *testing.T, s *servertest.Server, series string) float64 {
 	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, series+" ") {
 			var v float64
-			fmt.Sscan(strings.TrimPrefix(line, series+" "), &v)
+			if _, err := fmt.Sscan(strings.TrimPrefix(line, series+" "), &v); err != nil {
+				t.Fatalf("metric %s: %q: %v", series, line, err)
+			}
 			return v
 		}
 	}
+	t.Fatalf("metric %s not exported", series)
 	return 0
 }
 

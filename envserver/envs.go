@@ -371,7 +371,7 @@ func (s *Server) spec() *api.Spec {
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
 			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
-		Limits: api.Limits{MaxBatch: s.cfg.MaxBatch, MaxBodyBytes: s.cfg.MaxBodyBytes},
+		Limits: s.lim,
 	}
 	for _, v := range aci.AgentVerbs {
 		sp.Verbs = append(sp.Verbs, string(v))

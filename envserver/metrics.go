@@ -40,6 +40,14 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
+	// Series with a closed label set exist from the start, so a reader
+	// tells "none yet" (0) from "not exported".
+	for _, r := range []string{"encoded", "not_modified", "cache_hit", "cache_miss"} {
+		m.frames.WithLabelValues(r)
+	}
+	for _, r := range []string{"sent", "skipped_have"} {
+		m.framesSent.WithLabelValues(r)
+	}
 	poolGauge := func(state string, v func(pool.Stats) int) {
 		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_sandboxes", Help: "Sandboxes by state.", ConstLabels: prometheus.Labels{"state": state}},
 			func() float64 { return float64(v(p.Stats())) }))
@@ -52,6 +60,8 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 		func() float64 { return float64(p.Stats().Deaths) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boots_total", Help: "Sandboxes booted (cold, restored or forked)."},
 		func() float64 { return float64(p.Stats().Boots) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boot_failures_total", Help: "Failed sandbox boot attempts (each retried, or reported once retries are spent); the log has each cause."},
+		func() float64 { return float64(p.Stats().BootFailures) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_envs", Help: "Open envs."}, func() float64 { return float64(envCount()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frame_cache_bytes", Help: "Bytes held by the shared frame cache."},
 		func() float64 { _, b := cache.stats(); return float64(b) }))

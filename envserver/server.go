@@ -5,6 +5,7 @@
 package envserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -42,7 +43,15 @@ type Config struct {
 	RecordFrames    bool          // store every observed frame with the trajectory
 	DefaultObserve  api.Observe   // used when a request carries none; default png
 	PoolSize        int           // the pool's warm size, as /v1/spec reports it
-	Logf            func(format string, args ...any)
+	// Connection limits: MaxConns bounds open connections (default 1024),
+	// MaxConnsPerIP those from one address (default 256); ReadTimeout
+	// bounds reading one request, headers and body (default 2 min: a
+	// slow client is cut off), WriteTimeout writing one reply (default 2
+	// min), ConnIdleTimeout a keep-alive connection's wait for its next
+	// request (default 10 min).
+	MaxConns, MaxConnsPerIP                    int
+	ReadTimeout, WriteTimeout, ConnIdleTimeout time.Duration
+	Logf                                       func(format string, args ...any)
 }
 
 func (c *Config) setDefaults() {
@@ -67,6 +76,21 @@ func (c *Config) setDefaults() {
 	if c.ResetTimeout <= 0 {
 		c.ResetTimeout = 120 * time.Second
 	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
+	}
+	if c.MaxConnsPerIP <= 0 {
+		c.MaxConnsPerIP = 256
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 2 * time.Minute
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ConnIdleTimeout <= 0 {
+		c.ConnIdleTimeout = 10 * time.Minute
+	}
 	if c.DefaultObserve.Format == "" {
 		c.DefaultObserve.Format = aci.FormatPNG
 	}
@@ -79,6 +103,7 @@ func (c *Config) setDefaults() {
 // Serve, end it with Shutdown.
 type Server struct {
 	cfg     Config
+	lim     api.Limits // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
 	cache   *frameCache
 	m       *metrics
@@ -106,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:      cfg,
+		lim:      DefaultLimits(cfg.MaxBatch, cfg.MaxBodyBytes),
 		pool:     cfg.Pool,
 		cache:    newFrameCache(cfg.FrameCacheBytes),
 		sem:      make(chan struct{}, cfg.Concurrency),
@@ -124,16 +150,29 @@ func New(cfg Config) (*Server, error) {
 		// instead of a reset connection; beyond that fasthttp refuses it
 		// (handleParseError) and closes.
 		MaxRequestBodySize: 2 * cfg.MaxBodyBytes,
-		ReadTimeout:        5 * time.Minute,
-		WriteTimeout:       5 * time.Minute,
-		IdleTimeout:        10 * time.Minute,
+		Concurrency:        cfg.MaxConns,
+		MaxConnsPerIP:      cfg.MaxConnsPerIP,
+		ReadTimeout:        cfg.ReadTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		IdleTimeout:        cfg.ConnIdleTimeout,
 		ErrorHandler:       s.handleParseError,
 		NoDefaultDate:      true,
+		Logger:             printfLogger(cfg.Logf),
+		// The token is checked once the headers are in, before the body is
+		// read: an unauthenticated client cannot make the server buffer
+		// up to MaxRequestBodySize.
+		HeaderReceived:  s.headerReceived,
+		ContinueHandler: s.authorizedHeader,
 	}
 	s.wg.Add(1)
 	go s.reapIdle()
 	return s, nil
 }
+
+// printfLogger routes fasthttp's own messages to the server's log.
+type printfLogger func(format string, args ...any)
+
+func (l printfLogger) Printf(format string, args ...any) { l(format, args...) }
 
 // CheckListen refuses a non-loopback address when no token is configured.
 func CheckListen(addr, token string) error {
@@ -247,9 +286,24 @@ func wireError(err error) *aci.Error {
 	}
 	var e *aci.Error
 	if errors.As(err, &e) && codeOf(err) == e.Code {
-		return e
+		if err == error(e) {
+			return e
+		}
+		// Keep the whole chain: the outer layers say which sandbox and
+		// why (a boot's log tail), the inner one only what kind.
+		return &aci.Error{Code: e.Code, Message: chainMessage(err, e), Detail: e.Detail}
 	}
 	return &aci.Error{Code: codeOf(err), Message: err.Error()}
+}
+
+// chainMessage is err's message without the "code: " prefix its typed
+// error e adds when it is the innermost link.
+func chainMessage(err error, e *aci.Error) string {
+	msg := err.Error()
+	if full := e.Error(); strings.HasSuffix(msg, full) {
+		return strings.TrimSuffix(msg, full) + e.Message
+	}
+	return msg
 }
 
 // ---- HTTP ----
@@ -347,25 +401,25 @@ func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
 	switch route {
 	case "reset":
 		var req api.ResetRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.reset(s.ctx, &req)
 	case "step":
 		var req api.StepRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.step(s.ctx, &req)
 	case "fork":
 		var req api.ForkRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.fork(s.ctx, &req)
 	default:
 		var req api.CloseRequest
-		if err := c.decode(body, &req); err != nil {
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
 			return nil, err
 		}
 		return s.close(s.ctx, &req)
@@ -373,11 +427,25 @@ func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
 }
 
 func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	return s.authorizedHeader(&ctx.Request.Header)
+}
+
+func (s *Server) authorizedHeader(h *fasthttp.RequestHeader) bool {
 	if s.cfg.Token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(string(ctx.Request.Header.Peek("Authorization")), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+	got, ok := bytes.CutPrefix(h.Peek("Authorization"), []byte("Bearer "))
+	return ok && subtle.ConstantTimeCompare(got, []byte(s.cfg.Token)) == 1
+}
+
+// headerReceived runs before a request's body is read: an unauthorized
+// request may carry no body (it fails as too large, and handleParseError
+// answers unauthorized, then fasthttp closes the connection).
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if s.authorizedHeader(h) || bytes.Equal(h.RequestURI(), []byte("/healthz")) {
+		return fasthttp.RequestConfig{}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: 1}
 }
 
 func (s *Server) writeReply(ctx *fasthttp.RequestCtx, c codec, v any) {
@@ -407,6 +475,10 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, c codec, err error) {
 // body among them, with a typed error.
 func (s *Server) handleParseError(ctx *fasthttp.RequestCtx, err error) {
 	c := codecFor(ctx.Request.Header.ContentType())
+	if !s.authorized(ctx) {
+		s.writeError(ctx, c, aci.Errorf(aci.CodeUnauthorized, "missing or wrong bearer token"))
+		return
+	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		s.writeError(ctx, c, aci.Errorf(aci.CodePayloadTooLarge, "body over %d bytes", s.cfg.MaxBodyBytes))
 		return

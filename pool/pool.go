@@ -22,7 +22,6 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -43,6 +42,13 @@ type Config struct {
 	// disables probing, deaths are still seen through the provider and the
 	// guest connection).
 	HealthInterval time.Duration
+	// BootAttempts is how many times a boot a caller waits for (an
+	// on-demand restore, a fork) is tried before its failure is returned
+	// (default 3). Background boots retry without end, backing off.
+	BootAttempts int
+	// BootBackoff is the wait after the first failed attempt, doubled
+	// after each next one (default 200 ms).
+	BootBackoff time.Duration
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -53,6 +59,8 @@ type Config struct {
 type Stats struct {
 	Warm, Leased, Booting, Goldens, Replicas int
 	Deaths, Boots                            uint64
+	BootFailures                             uint64 // failed boot attempts, retried or not
+	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -69,20 +77,22 @@ type Pool struct {
 	wg     sync.WaitGroup // every goroutine the pool starts
 	kick   chan struct{}  // wakes the filler (buffered 1)
 
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
-	closed   bool
-	warm     []*member
-	booting  int // general boots in flight
-	live     int // sandboxes counted against MaxSandboxes (incl. boots and teardowns)
-	leased   map[*Lease]struct{}
-	goldens  map[string]*golden
-	deaths   uint64
-	boots    uint64
-	wanted   int   // sandboxes that reserve calls are waiting for; refills leave them room
-	fails    int   // consecutive boot failures (backoff)
-	lastErr  error // last boot failure
-	shutdown chan struct{}
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every state change
+	closed       bool
+	warm         []*member
+	booting      int // general boots in flight
+	live         int // sandboxes counted against MaxSandboxes (incl. boots and teardowns)
+	leased       map[*Lease]struct{}
+	goldens      map[string]*golden
+	deaths       uint64
+	boots        uint64
+	bootFailures uint64
+	onDemand     uint64
+	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
+	fails        int   // consecutive boot failures (backoff)
+	lastErr      error // last boot failure
+	shutdown     chan struct{}
 }
 
 // member is one live sandbox owned by the pool.
@@ -126,6 +136,12 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	}
 	if cfg.MaxConcurrentBoots <= 0 {
 		cfg.MaxConcurrentBoots = 2
+	}
+	if cfg.BootAttempts <= 0 {
+		cfg.BootAttempts = 3
+	}
+	if cfg.BootBackoff <= 0 {
+		cfg.BootBackoff = 200 * time.Millisecond
 	}
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = 30 * time.Second
@@ -172,7 +188,7 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
@@ -207,270 +223,6 @@ func (p *Pool) filler() {
 	}
 }
 
-// fill starts the boots the pool is short of, within MaxSandboxes.
-func (p *Pool) fill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	// Room for refills excludes what waiting reservations need, so a
-	// slot freed for a restore or fork is not taken by a background refill.
-	limit := p.cfg.MaxSandboxes - p.wanted
-	for len(p.warm)+p.booting < p.cfg.Size && p.live < limit {
-		p.booting++
-		p.live++
-		p.wg.Add(1)
-		go p.bootGeneral()
-	}
-	for _, g := range p.goldens {
-		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < limit {
-			g.booting++
-			p.live++
-			p.wg.Add(1)
-			go p.bootReplica(g)
-		}
-	}
-}
-
-// boot makes one sandbox (fresh, or restored from snap) and connects to
-// its guest, under the boot semaphore.
-func (p *Pool) boot(ctx context.Context, snap string) (*member, error) {
-	if err := p.sem.Acquire(ctx, 1); err != nil {
-		return nil, err
-	}
-	defer p.sem.Release(1)
-	var sb *Sandbox
-	var err error
-	if snap == "" {
-		sb, err = p.prov.Create(ctx, p.cfg.Spec)
-	} else {
-		sb, err = p.snapper.Restore(ctx, snap, p.cfg.Spec)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return p.adopt(ctx, sb)
-}
-
-// adopt connects to a new sandbox's guest; on failure it destroys it.
-func (p *Pool) adopt(ctx context.Context, sb *Sandbox) (*member, error) {
-	c, err := client.Dial(ctx, sb.GuestNetwork, sb.GuestAddr)
-	if err != nil {
-		p.destroy(sb.ID)
-		return nil, fmt.Errorf("pool: connect to guest of %s: %w", sb.ID, err)
-	}
-	return &member{sb: sb, guest: c, gone: make(chan struct{})}, nil
-}
-
-// bootDone records a finished boot attempt; on failure it backs off
-// before letting the filler try again.
-func (p *Pool) bootDone(err error) {
-	if err == nil {
-		p.mu.Lock()
-		p.boots++
-		p.fails = 0
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Lock()
-	p.fails++
-	p.lastErr = err
-	d := min(50*time.Millisecond<<min(p.fails, 7), 5*time.Second)
-	closed := p.closed
-	p.mu.Unlock()
-	if !closed {
-		p.cfg.Logf("pool: boot failed (retrying in %v): %v", d, err)
-	}
-	select {
-	case <-time.After(d):
-	case <-p.ctx.Done():
-	}
-}
-
-func (p *Pool) bootGeneral() {
-	defer p.wg.Done()
-	m, err := p.boot(p.ctx, "")
-	p.bootDone(err)
-	p.mu.Lock()
-	p.booting--
-	if err != nil {
-		p.live--
-		p.signalLocked()
-		p.mu.Unlock()
-		p.poke()
-		return
-	}
-	if p.closed {
-		p.mu.Unlock()
-		p.retire(m)
-		return
-	}
-	p.warm = append(p.warm, m)
-	p.watch(m)
-	p.signalLocked()
-	p.mu.Unlock()
-}
-
-func (p *Pool) bootReplica(g *golden) {
-	defer p.wg.Done()
-	m, err := p.boot(p.ctx, g.snap)
-	p.bootDone(err)
-	p.mu.Lock()
-	g.booting--
-	if err != nil {
-		p.live--
-		p.signalLocked()
-		p.mu.Unlock()
-		p.poke()
-		return
-	}
-	if p.closed || p.goldens[g.key] != g {
-		p.mu.Unlock()
-		p.retire(m)
-		return
-	}
-	m.golden = g
-	g.idle = append(g.idle, m)
-	p.watch(m)
-	p.signalLocked()
-	p.mu.Unlock()
-}
-
-// watch starts m's monitor. Called with p.mu held.
-func (p *Pool) watch(m *member) {
-	p.wg.Add(1)
-	go p.monitor(m)
-}
-
-// monitor reports m's death: its provider saw it end, its guest
-// connection dropped, or a health probe failed.
-func (p *Pool) monitor(m *member) {
-	defer p.wg.Done()
-	var tick <-chan time.Time
-	if p.cfg.HealthInterval > 0 {
-		t := time.NewTicker(p.cfg.HealthInterval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-m.gone:
-			return
-		case <-p.ctx.Done():
-			return
-		case <-m.sb.Dead:
-			p.died(m, "the sandbox's init exited")
-			return
-		case <-m.guest.Done():
-			p.died(m, "the guest connection was lost")
-			return
-		case <-tick:
-			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-			h, err := m.guest.Health(ctx)
-			cancel()
-			switch {
-			case p.ctx.Err() != nil:
-				return
-			case err != nil:
-				p.died(m, "health probe failed: "+err.Error())
-				return
-			case !h.X:
-				p.died(m, "the X server is gone")
-				return
-			case !h.WM && !p.isLeased(m):
-				// The window manager runs as the agent: on a leased
-				// sandbox its end is the agent's doing (aci.FaultAgent),
-				// not a death to retry; an idle one is replaced.
-				p.died(m, "the window manager is gone")
-				return
-			}
-		}
-	}
-}
-
-// isLeased reports whether m is leased now.
-func (p *Pool) isLeased(m *member) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return m.lease != nil
-}
-
-// died removes a dead member, tells its holder, and replaces it.
-func (p *Pool) died(m *member, why string) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	select {
-	case <-m.gone:
-		p.mu.Unlock()
-		return // released or retired meanwhile
-	default:
-	}
-	p.deaths++
-	p.removeLocked(m)
-	l := m.lease
-	p.signalLocked()
-	p.mu.Unlock()
-	p.cfg.Logf("pool: sandbox %s died: %s", m.sb.ID, why)
-	if l != nil {
-		l.kill(Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why))
-	}
-	p.retire(m)
-}
-
-// removeLocked takes m out of the warm set or its golden's replicas.
-func (p *Pool) removeLocked(m *member) {
-	for i, w := range p.warm {
-		if w == m {
-			p.warm = append(p.warm[:i], p.warm[i+1:]...)
-			break
-		}
-	}
-	if g := m.golden; g != nil {
-		for i, w := range g.idle {
-			if w == m {
-				g.idle = append(g.idle[:i], g.idle[i+1:]...)
-				break
-			}
-		}
-		m.golden = nil
-	}
-	if m.lease != nil {
-		delete(p.leased, m.lease)
-	}
-}
-
-// retire ends a member: closes its guest, destroys its sandbox in the
-// background, frees its slot once teardown is confirmed, and refills.
-func (p *Pool) retire(m *member) {
-	m.once.Do(func() {
-		close(m.gone)
-		m.guest.Close()
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			p.destroy(m.sb.ID)
-			p.mu.Lock()
-			p.live--
-			p.signalLocked()
-			p.mu.Unlock()
-			p.poke()
-		}()
-	})
-}
-
-// destroy destroys a sandbox with a bounded deadline.
-func (p *Pool) destroy(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.prov.Destroy(ctx, id); err != nil {
-		p.cfg.Logf("pool: destroy %s: %v", id, err)
-	}
-}
-
 // takeWarmLocked takes a live warm member (newest first), or nil. Dead
 // ones stay for their monitor to remove.
 func (p *Pool) takeWarmLocked() *member {
@@ -481,17 +233,6 @@ func (p *Pool) takeWarmLocked() *member {
 		}
 	}
 	return nil
-}
-
-func alive(m *member) bool {
-	select {
-	case <-m.sb.Dead:
-		return false
-	case <-m.guest.Done():
-		return false
-	default:
-		return true
-	}
 }
 
 // evictReplicaLocked retires one idle golden replica to make room under
@@ -597,294 +338,6 @@ func (p *Pool) WaitWarm(ctx context.Context, n int) error {
 			}
 			return fmt.Errorf("pool: wait warm: %w", ctx.Err())
 		}
-	}
-}
-
-// WaitReplicas blocks until key's golden has n warm replicas (n is capped
-// at ReplicasPerGolden), or ctx ends. For tests and benchmarks.
-func (p *Pool) WaitReplicas(ctx context.Context, key string, n int) error {
-	n = min(n, p.cfg.ReplicasPerGolden)
-	for {
-		p.mu.Lock()
-		g := p.goldens[key]
-		if g != nil && len(g.idle) >= n {
-			p.mu.Unlock()
-			return nil
-		}
-		ch := p.changed
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("pool: wait replicas of %q: %w", key, ctx.Err())
-		}
-	}
-}
-
-// LeaseGolden hands out a sandbox in the state "fresh sandbox + setup(key)".
-// The first call for key leases a warm sandbox, runs setup on it, snapshots
-// it as key's golden and returns it; the pool then keeps ReplicasPerGolden
-// replicas of the golden warm, so later calls are a lease, not a boot
-// (when none is idle, one is restored on demand). Without snapshot support
-// every call is Lease + setup. A setup error is returned wrapped.
-func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
-	if p.snapper == nil {
-		return p.leaseAndSetup(ctx, key, setup)
-	}
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, p.closedErr()
-		}
-		g := p.goldens[key]
-		if g == nil {
-			g = &golden{key: key, ready: make(chan struct{})}
-			p.goldens[key] = g
-			p.mu.Unlock()
-			return p.buildGolden(ctx, g, setup)
-		}
-		p.mu.Unlock()
-		select {
-		case <-g.ready:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("pool: lease golden %q: %w", key, ctx.Err())
-		}
-		p.mu.Lock()
-		if !g.ok || p.goldens[key] != g {
-			p.mu.Unlock()
-			continue // its build failed; try again (possibly as the builder)
-		}
-		for len(g.idle) > 0 {
-			m := g.idle[0]
-			g.idle = g.idle[1:]
-			m.golden = nil
-			if alive(m) {
-				l := p.leaseLocked(m)
-				p.mu.Unlock()
-				p.poke()
-				return l, nil
-			}
-			p.mu.Unlock()
-			p.retire(m)
-			p.mu.Lock()
-		}
-		p.mu.Unlock()
-		return p.restoreGolden(ctx, g)
-	}
-}
-
-// leaseAndSetup is the fallback without snapshots.
-func (p *Pool) leaseAndSetup(ctx context.Context, key string, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
-	l, err := p.Lease(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := setup(ctx, l); err != nil {
-		l.Release(ctx)
-		return nil, fmt.Errorf("pool: setup of %q: %w", key, err)
-	}
-	return l, nil
-}
-
-// buildGolden runs the first setup for g and snapshots the result.
-func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
-	fail := func() {
-		p.mu.Lock()
-		if p.goldens[g.key] == g {
-			delete(p.goldens, g.key)
-		}
-		close(g.ready)
-		p.signalLocked()
-		p.mu.Unlock()
-	}
-	l, err := p.leaseAndSetup(ctx, g.key, setup)
-	if err != nil {
-		fail()
-		return nil, err
-	}
-	snap, err := p.snapper.Snapshot(ctx, l.m.sb.ID)
-	if err != nil {
-		// The lease is still right; the next call tries again.
-		p.cfg.Logf("pool: golden %q: snapshot: %v", g.key, err)
-		fail()
-		return l, nil
-	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		p.deleteSnapshot(snap)
-		close(g.ready)
-		return l, nil
-	}
-	g.snap, g.ok = snap, true
-	close(g.ready)
-	p.signalLocked()
-	p.mu.Unlock()
-	p.poke()
-	return l, nil
-}
-
-// restoreGolden boots a replica on demand (no idle one was warm).
-func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
-	if err := p.reserve(ctx, 1, g); err != nil {
-		return nil, err
-	}
-	m, err := p.boot(ctx, g.snap)
-	p.mu.Lock()
-	if err == nil {
-		p.boots++
-	}
-	if err != nil {
-		p.live--
-		p.signalLocked()
-		p.mu.Unlock()
-		return nil, fmt.Errorf("pool: restore golden %q: %w", g.key, err)
-	}
-	if p.closed {
-		p.mu.Unlock()
-		p.retire(m)
-		return nil, p.closedErr()
-	}
-	l := p.leaseLocked(m)
-	p.watch(m)
-	p.mu.Unlock()
-	return l, nil
-}
-
-// reserve counts n sandboxes against MaxSandboxes, waiting (evicting idle
-// replicas of other goldens) up to LeaseTimeout.
-func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
-	if n > p.cfg.MaxSandboxes {
-		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise Config.MaxSandboxes (--pool)", n, p.cfg.MaxSandboxes)
-	}
-	timer := time.NewTimer(p.cfg.LeaseTimeout)
-	defer timer.Stop()
-	waiting := false
-	defer func() {
-		if waiting {
-			p.mu.Lock()
-			p.wanted -= n
-			p.mu.Unlock()
-		}
-	}()
-	for {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return p.closedErr()
-		}
-		if p.live+n <= p.cfg.MaxSandboxes {
-			p.live += n
-			p.mu.Unlock()
-			return nil
-		}
-		if !waiting {
-			waiting = true
-			p.wanted += n
-		}
-		var evict *member
-		if evict = p.evictReplicaLocked(keep); evict == nil && len(p.warm) > 0 {
-			// Warm general sandboxes are refilled later; make room now.
-			evict = p.warm[0]
-			p.warm = p.warm[1:]
-		}
-		ch := p.changed
-		p.mu.Unlock()
-		if evict != nil {
-			p.retire(evict)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("pool: reserve: %w", ctx.Err())
-		case <-timer.C:
-			return p.exhausted(fmt.Sprintf("room for %d sandbox(es)", n))
-		}
-	}
-}
-
-// Fork snapshots src now and starts n sandboxes from it, leased to the
-// caller. It fails with ErrUnsupported when the provider cannot fork.
-func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
-	if p.forker == nil {
-		return nil, Errorf(ErrUnsupported, aci.CodeUnsupported, "pool: provider %s cannot fork (snapshot_kind %s)", p.caps.Provider, p.caps.SnapshotKind)
-	}
-	if n < 1 {
-		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
-	}
-	if err := src.Err(); err != nil {
-		return nil, err
-	}
-	if err := p.reserve(ctx, n, nil); err != nil {
-		return nil, err
-	}
-	unreserve := func(k int) {
-		p.mu.Lock()
-		p.live -= k
-		p.signalLocked()
-		p.mu.Unlock()
-		p.poke()
-	}
-	snap, err := p.snapper.Snapshot(ctx, src.m.sb.ID)
-	if err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
-	}
-	defer p.deleteSnapshot(snap)
-	w := int64(min(n, p.cfg.MaxConcurrentBoots))
-	if err := p.sem.Acquire(ctx, w); err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: %w", err)
-	}
-	sbs, err := p.forker.Fork(ctx, snap, n, p.cfg.Spec)
-	p.sem.Release(w)
-	if err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: %w", err)
-	}
-	ms := make([]*member, n)
-	g, gctx := errgroup.WithContext(ctx)
-	for i, sb := range sbs {
-		g.Go(func() error {
-			m, err := p.adopt(gctx, sb)
-			ms[i] = m
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		for i, m := range ms {
-			if m != nil {
-				p.retire(m)
-			} else {
-				p.destroy(sbs[i].ID)
-				unreserve(1)
-			}
-		}
-		return nil, fmt.Errorf("pool: fork: %w", err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.boots += uint64(n)
-	out := make([]*Lease, n)
-	for i, m := range ms {
-		out[i] = p.leaseLocked(m)
-		p.watch(m)
-	}
-	if p.closed {
-		for _, l := range out {
-			go l.Release(context.Background())
-		}
-		return nil, p.closedErr()
-	}
-	return out, nil
-}
-
-func (p *Pool) deleteSnapshot(snap string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.snapper.DeleteSnapshot(ctx, snap); err != nil {
-		p.cfg.Logf("pool: delete snapshot %s: %v", snap, err)
 	}
 }
 

@@ -233,7 +233,7 @@ func TestGoldenReplicas(t *testing.T) {
 	if err := p.WaitReplicas(ctxT(t), "a", 2); err != nil {
 		t.Fatalf("WaitReplicas: %v", err)
 	}
-	boots := stats(p).Boots
+	onDemand := stats(p).OnDemandRestores
 	for i := range 2 {
 		l, err := p.LeaseGolden(ctxT(t), "a", setup)
 		if err != nil {
@@ -250,7 +250,9 @@ func TestGoldenReplicas(t *testing.T) {
 	if s := stats(p); s.Goldens != 1 {
 		t.Errorf("Stats.Goldens = %d; want 1", s.Goldens)
 	}
-	_ = boots
+	if n := stats(p).OnDemandRestores - onDemand; n != 0 {
+		t.Errorf("leasing 2 of 2 warm replicas restored %d on demand; want 0 (each lease takes a warm replica)", n)
+	}
 
 	// A failing setup is returned wrapped and records no golden.
 	bad := errors.New("setup broke")

@@ -28,7 +28,8 @@ func main() {
 	listen := flag.String("listen", "", "address to serve on (default from config: 127.0.0.1:8700)")
 	poolN := flag.Int("pool", -1, "warm sandboxes kept ahead")
 	provider := flag.String("provider", "", "sandbox provider: process or docker")
-	token := flag.String("token", "", "bearer token clients must send (required beyond loopback; default $SHINKEN_TOKEN)")
+	token := flag.String("token", "", "bearer token clients must send (required beyond loopback; default $SHINKEN_TOKEN); --token-file keeps it off the command line")
+	tokenFile := flag.String("token-file", "", "file holding the bearer token (default $SHINKEN_TOKEN_FILE)")
 	tasks := flag.String("tasks", "", "task directory (default: the shipped suite)")
 	state := flag.String("state", "", "state directory: trajectories, frames, sandboxes")
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
@@ -53,6 +54,15 @@ func main() {
 		cfg.Token = *token
 	} else if t := os.Getenv("SHINKEN_TOKEN"); t != "" && cfg.Token == "" {
 		cfg.Token = t
+	}
+	if *tokenFile == "" {
+		*tokenFile = os.Getenv("SHINKEN_TOKEN_FILE")
+	}
+	if *tokenFile != "" {
+		cfg.TokenFile = *tokenFile
+	}
+	if err := cfg.ReadToken(); err != nil {
+		log.Fatalf("envserver: %v", err)
 	}
 	if *tasks != "" {
 		cfg.Tasks = *tasks

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +83,13 @@ func run() error {
 		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, Logf: log.Printf})
 		cancel()
 		if err != nil {
+			// The sandbox's log is all its owner keeps: say why X or the
+			// WM did not come up.
+			for _, f := range []string{"xvfb.log", "wm.log"} {
+				if b, rerr := os.ReadFile(filepath.Join(*state, f)); rerr == nil && len(b) > 0 {
+					log.Printf("guestd: %s (tail): %s", f, tail(b, 600))
+				}
+			}
 			return err
 		}
 		defer s.Close()
@@ -142,4 +150,12 @@ func setEnv(env []string, key, val string) []string {
 		out = append(out, kv)
 	}
 	return append(out, key+"="+val)
+}
+
+// tail returns the last n bytes of b, trimmed.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
 }

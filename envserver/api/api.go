@@ -138,10 +138,23 @@ type PoolSpec struct {
 	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
 }
 
-// Limits are the request caps.
+// Limits are the request caps, enforced while a body is decoded (before
+// anything is allocated from it) and advertised in /v1/spec. A request over
+// one is refused whole: batch_too_large for MaxBatch, payload_too_large for
+// the others.
 type Limits struct {
-	MaxBatch     int `msgpack:"max_batch" json:"max_batch"`
-	MaxBodyBytes int `msgpack:"max_body_bytes" json:"max_body_bytes"`
+	MaxBatch          int `msgpack:"max_batch" json:"max_batch"`                       // envs per reset/step/close, children per fork
+	MaxBodyBytes      int `msgpack:"max_body_bytes" json:"max_body_bytes"`             // request body
+	MaxActionsPerStep int `msgpack:"max_actions_per_step" json:"max_actions_per_step"` // actions of one env's step
+	MaxHave           int `msgpack:"max_have" json:"max_have"`                         // have entries
+	MaxTextBytes      int `msgpack:"max_text_bytes" json:"max_text_bytes"`             // a "text" field (typed text, dialect text)
+	MaxKeyChord       int `msgpack:"max_key_chord" json:"max_key_chord"`               // keys in one chord ("ctrl+shift+t" is 3)
+	MaxArgBytes       int `msgpack:"max_arg_bytes" json:"max_arg_bytes"`               // any other string (ids, app, args)
+	MaxArgs           int `msgpack:"max_args" json:"max_args"`                         // args or modifiers of one action
+	MaxTokens         int `msgpack:"max_tokens" json:"max_tokens"`                     // entries of one token id or logprob list
+	// MaxDecodeFactor bounds what decoding may allocate: at most this many
+	// times the body's size (plus a small constant).
+	MaxDecodeFactor int `msgpack:"max_decode_factor" json:"max_decode_factor"`
 }
 
 // Spec is GET /v1/spec.

@@ -21,6 +21,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/pool/process"
 	"github.com/vmihailenco/msgpack/v5"
@@ -33,7 +34,10 @@ func Main(m *testing.M) {
 	code := m.Run()
 	sharedMu.Lock()
 	for _, f := range sharedClose {
-		f()
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "servertest: closing a shared server: %v\n", err)
+			code = max(code, 1)
+		}
 	}
 	sharedMu.Unlock()
 	if buildDir != "" {
@@ -46,7 +50,7 @@ var (
 	sharedMu    sync.Mutex
 	shared      = map[string]*Server{}
 	sharedErr   = map[string]string{}
-	sharedClose []func()
+	sharedClose []func() error
 )
 
 // Shared returns a server shared by every test of the binary that asks for
@@ -57,17 +61,19 @@ func Shared(t testing.TB, name string, opts Options) *Server {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if s := shared[name]; s != nil {
+		s.dumpOnFailure(t)
 		return s
 	}
 	if msg := sharedErr[name]; msg != "" {
 		t.Fatalf("shared server %s failed to start earlier: %s", name, msg)
 	}
-	s, err := start(t, opts, func(f func()) { sharedClose = append(sharedClose, f) })
+	s, err := start(t, opts, func(f func() error) { sharedClose = append(sharedClose, f) })
 	if err != nil {
 		sharedErr[name] = err.Error()
 		t.Fatal(err)
 	}
 	shared[name] = s
+	s.dumpOnFailure(t)
 	return s
 }
 
@@ -99,7 +105,7 @@ type Options struct {
 	Token    string // bearer token
 	Tasks    string // task dir; default the shipped suite
 	Edit     func(*configs.Server)
-	Logf     func(format string, args ...any) // server logs; default discards (t.Logf would outlive a shared server's test)
+	Logf     func(format string, args ...any) // also receives the server's logs (they are always kept in a ring that failing tests print)
 }
 
 // Server is a running test server.
@@ -107,29 +113,46 @@ type Server struct {
 	*stack.Stack
 	Token string
 	State string // the server's state directory
+	ring  *logRing
 }
 
 // Start starts a server and stops it (and every sandbox) when the test ends.
 // It skips the test when Xvfb is not installed.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
-	s, err := start(t, opts, t.Cleanup)
+	s, err := start(t, opts, closeWithTest(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.dumpOnFailure(t)
 	return s
+}
+
+// closeWithTest closes a server when t ends and fails t if closing fails.
+func closeWithTest(t testing.TB) func(func() error) {
+	return func(f func() error) {
+		t.Cleanup(func() {
+			if err := f(); err != nil {
+				t.Errorf("closing the test server: %v", err)
+			}
+		})
+	}
 }
 
 // TryStart is Start that returns the error instead of failing the test, for
 // tests that skip when an optional provider is unavailable.
 func TryStart(t testing.TB, opts Options) (*Server, error) {
 	t.Helper()
-	return start(t, opts, t.Cleanup)
+	s, err := start(t, opts, closeWithTest(t))
+	if err == nil {
+		s.dumpOnFailure(t)
+	}
+	return s, err
 }
 
 // start starts a server whose teardown (and state dir removal) is handed to
 // onClose. It skips the test when Xvfb is not installed.
-func start(t testing.TB, opts Options, onClose func(func())) (*Server, error) {
+func start(t testing.TB, opts Options, onClose func(func() error)) (*Server, error) {
 	t.Helper()
 	for _, bin := range []string{"Xvfb", "openbox"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -160,30 +183,34 @@ func start(t testing.TB, opts Options, onClose func(func())) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logf := opts.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	ring := &logRing{}
+	logf := ring.logf
+	if opts.Logf != nil {
+		logf = func(format string, args ...any) {
+			ring.logf(format, args...)
+			opts.Logf(format, args...)
+		}
 	}
 	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: Guestd(t), Logf: logf})
 	if err == nil {
 		err = st.Serve(cfg.Listen, cfg.Token)
 	}
-	stop := func() {
+	stop := func() error {
+		var err error
 		if st != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if err := st.Close(ctx); err != nil {
-				logf("servertest: close: %v", err)
-			}
+			err = st.Close(ctx)
 		}
 		os.RemoveAll(cfg.State)
+		return err
 	}
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, fmt.Errorf("%w\nserver log:\n%s", err, strings.Join(ring.tail(40), "\n"))
 	}
 	onClose(stop)
-	return &Server{Stack: st, Token: cfg.Token, State: cfg.State}, nil
+	return &Server{Stack: st, Token: cfg.Token, State: cfg.State, ring: ring}, nil
 }
 
 // Call posts req as msgpack to path and decodes the reply into resp (when
@@ -240,4 +267,25 @@ func decode(isJSON bool, b []byte, v any) error {
 		return json.Unmarshal(b, v)
 	}
 	return msgpack.Unmarshal(b, v)
+}
+
+// WaitEnv waits, up to 20 s, until the shell condition cond holds inside
+// env's sandbox (a file written, a process gone): tests gate on the state
+// they need rather than on a fixed wait.
+func (s *Server) WaitEnv(t testing.TB, envID, cond string) {
+	t.Helper()
+	c, ok := s.Server.EnvGuest(envID)
+	if !ok {
+		t.Fatalf("wait in env %s: no live sandbox", envID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := "i=0; while [ $i -lt 400 ]; do if " + cond + "; then exit 0; fi; sleep 0.05; i=$((i+1)); done; exit 1"
+	r, err := c.Exec(ctx, wire.ExecArgs{Shell: script, TimeoutMS: 25000})
+	if err != nil {
+		t.Fatalf("wait in env %s for %q: %v", envID, cond, err)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("env %s: %q did not hold within 20 s", envID, cond)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -35,6 +36,7 @@ type Stack struct {
 	URL      string
 
 	served chan error
+	lock   *os.File // the state directory's owner lock
 }
 
 // Open builds the provider, pool, store and server that cfg describes. It
@@ -62,6 +64,9 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	c.State = state
 	cfg = &c
 	st := &Stack{Tasks: tasks}
+	if st.lock, err = lockState(cfg.State); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			st.Close(context.Background())
@@ -97,6 +102,8 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		Concurrency: cfg.Concurrency, IdleTTL: time.Duration(cfg.IdleTTL),
 		StepTimeout: time.Duration(cfg.StepTimeout), ResetTimeout: time.Duration(cfg.ResetTimeout),
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, PoolSize: cfg.Pool, Logf: logf,
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
+		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
 	})
 	if err != nil {
 		return nil, err
@@ -144,6 +151,10 @@ func (st *Stack) Close(ctx context.Context) error {
 	}
 	if st.Provider != nil {
 		errs = append(errs, st.Provider.Close(ctx))
+	}
+	if st.lock != nil {
+		st.lock.Close() // last: everything under the state dir is settled
+		st.lock = nil
 	}
 	return errors.Join(errs...)
 }

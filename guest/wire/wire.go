@@ -91,15 +91,37 @@ func ReadFrame(r io.Reader, buf []byte) ([]byte, error) {
 	if n > MaxFrame {
 		return nil, ErrFrameTooLarge
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
+	if cap(buf) >= int(n) {
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
 	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
+	// Grow with the bytes that actually arrive, not with the declared
+	// length: a peer that announces MaxFrame and sends nothing costs a
+	// chunk, not MaxFrame.
+	buf = buf[:0]
+	for len(buf) < int(n) {
+		want := min(int(n)-len(buf), max(readChunk, len(buf)))
+		if cap(buf)-len(buf) < want {
+			buf = append(buf[:len(buf):len(buf)], make([]byte, want)...)[:len(buf)]
+		}
+		k, err := io.ReadFull(r, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }
+
+// readChunk is the first allocation for a frame larger than the caller's
+// buffer; it doubles as bytes arrive.
+const readChunk = 64 << 10
 
 // Encode marshals a message.
 func Encode(m *Message) ([]byte, error) { return msgpack.Marshal(m) }

@@ -219,6 +219,12 @@ type XKiller interface {
 	KillX(ctx context.Context, id string) error
 }
 
+// sandboxDirs is implemented by providers whose sandboxes' files live in a
+// host directory (the process provider).
+type sandboxDirs interface {
+	SandboxDir(id string) string
+}
+
 func testConfinement(t *testing.T, p pool.Provider) {
 	if !p.Capabilities().Confined {
 		t.Skipf("provider %s is not confined (%s)", p.Capabilities().Provider, p.Capabilities().Notes)
@@ -242,9 +248,27 @@ func testConfinement(t *testing.T, p pool.Provider) {
 	if ifaces != "lo" {
 		t.Errorf("interfaces = %q; want only lo", ifaces)
 	}
-	// The other sandbox sees none of it.
-	if out, code := Sh(t, cb, `cat "$HOME/a.txt" /tmp/a.txt 2>&1`); code == 0 {
-		t.Errorf("sandbox b read a's files: %q", out)
+	// The other sandbox sees none of it: not at the host path of a's home
+	// (where the provider can name it; the path is checked to hold the
+	// file, so this can fail), nor anywhere writable dirs live.
+	if sd, ok := p.(sandboxDirs); ok {
+		host := filepath.Join(sd.SandboxDir(a.ID), "home", "a.txt")
+		if b, err := os.ReadFile(host); err != nil || strings.TrimSpace(string(b)) != "secret" {
+			t.Fatalf("host path of a's file %s: %q, %v; want it to hold a's secret", host, b, err)
+		}
+		if out, code := Sh(t, cb, "cat "+host+" 2>&1"); code == 0 {
+			t.Errorf("sandbox b read a's file at its host path %s: %q", host, out)
+		}
+	}
+	find := `find /tmp /var/tmp /home /run /root /srv /mnt /opt -name a.txt 2>/dev/null | xargs -r grep -l secret 2>/dev/null`
+	if out := MustSh(t, ca, find+"; true"); out == "" {
+		t.Fatalf("sandbox a cannot find its own file with %q; the cross-read check would prove nothing", find)
+	}
+	if out, _ := Sh(t, cb, find); out != "" {
+		t.Errorf("sandbox b found a's secret file: %q", out)
+	}
+	if ua, ub := MustSh(t, ca, "id -u"), MustSh(t, cb, "id -u"); ua == ub && ua != "0" {
+		t.Errorf("sandboxes a and b both run as uid %s; want their own", ua)
 	}
 	// Processes of other sandboxes are invisible (its own X server may be
 	// hidden too: it is not the agent's).

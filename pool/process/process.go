@@ -48,10 +48,14 @@ type Options struct {
 	// DisplayBase and Displays bound the X display numbers handed out
 	// (default 100 and 1000).
 	DisplayBase, Displays int
-	// UIDBase: when running as root, a sandbox's desktop runs as uid/gid
-	// UIDBase+display (default 200000), so sandboxes cannot touch each
-	// other's files and RLIMIT_NPROC counts per sandbox.
-	UIDBase int
+	// UIDBase and UIDs: when running as root, a sandbox's desktop runs as
+	// its own uid/gid from [UIDBase, UIDBase+UIDs) (defaults 200000 and
+	// 60000), so sandboxes cannot touch each other's files and RLIMIT_NPROC
+	// counts per sandbox. Uids are claimed host-wide (flocks in UIDLockDir),
+	// so providers with different roots never share one.
+	UIDBase, UIDs int
+	// UIDLockDir holds the host-wide uid claims (default /run/shinken/uids).
+	UIDLockDir string
 	// NoFile and NProc are the sandbox's RLIMIT_NOFILE and RLIMIT_NPROC
 	// (defaults 4096 and 512; Spec.Pids overrides NProc).
 	NoFile, NProc uint64
@@ -82,6 +86,7 @@ type Provider struct {
 	confined bool
 	notes    string
 	displays *displays
+	uids     *displays // host-wide uid claims (root only); same flock scheme
 	seq      atomic.Uint64
 
 	mu     sync.Mutex
@@ -95,6 +100,7 @@ type box struct {
 	sb      *pool.Sandbox
 	dir     string
 	display int
+	uid     int // claimed host-wide; 0 when none
 	cmd     *exec.Cmd
 	dead    chan struct{} // closed after the init was reaped
 	pidNS   string        // pid namespace id, "" when unconfined
@@ -122,6 +128,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if opts.UIDBase == 0 {
 		opts.UIDBase = 200000
+	}
+	if opts.UIDs == 0 {
+		opts.UIDs = 60000
+	}
+	if opts.UIDLockDir == "" {
+		opts.UIDLockDir = "/run/shinken/uids"
 	}
 	if opts.NoFile == 0 {
 		opts.NoFile = 4096
@@ -178,6 +190,14 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		p.displays.checkHostX = true
 	} else {
 		p.confined = true
+	}
+	if p.confined && os.Geteuid() == 0 {
+		if err := os.MkdirAll(opts.UIDLockDir, 0o755); err != nil {
+			p.releaseRun()
+			return nil, fmt.Errorf("process: uid claims: %w", err)
+		}
+		p.uids = newDisplays(opts.UIDLockDir, opts.UIDBase, opts.UIDs)
+		p.uids.what = "sandbox uids"
 	}
 	p.notes += "disk tier: home, workspace and /tmp are snapshotted and apps recorded by guestd are relaunched on restore/fork; in-memory app state is not carried."
 	return p, nil
@@ -336,12 +356,17 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	b := &box{dir: dir, display: display, dead: make(chan struct{})}
 	defer func() {
 		if err != nil {
+			b.sb = nil // the error carries the log tail already
 			p.teardown(b)
 		}
 	}()
 	uid, gid := -1, -1
-	if os.Geteuid() == 0 && p.confined {
-		uid, gid = p.opts.UIDBase+display, p.opts.UIDBase+display
+	if p.uids != nil {
+		if uid, err = p.uids.acquire(); err != nil {
+			return nil, err
+		}
+		gid = uid
+		b.uid = uid
 	}
 	if err := makeDirs(dir, seed, uid, gid); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
@@ -525,6 +550,14 @@ func (p *Provider) teardown(b *box) {
 }
 
 func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
+	if b.cmd != nil && b.sb != nil {
+		select {
+		case <-b.dead:
+			// It ended on its own: keep the cause before its log goes.
+			p.opts.Logf("process: sandbox %s had ended by itself (%v)%s", b.sb.ID, b.exitErr, logTail(filepath.Join(b.dir, "log")))
+		default:
+		}
+	}
 	if b.cmd != nil {
 		pid := b.cmd.Process.Pid
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -544,6 +577,10 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 	}
 	err := os.RemoveAll(b.dir)
 	p.displays.release(b.display)
+	if b.uid != 0 {
+		// Nothing runs as it any more: the pid namespace is gone.
+		p.uids.release(b.uid)
+	}
 	if err != nil {
 		return fmt.Errorf("process: remove sandbox dir: %w", err)
 	}
@@ -574,6 +611,17 @@ func (p *Provider) InitPID(id string) int {
 		return b.cmd.Process.Pid
 	}
 	return 0
+}
+
+// SandboxDir returns the host directory holding a sandbox's writable dirs
+// (home, workspace, tmp), or "" for an unknown id.
+func (p *Provider) SandboxDir(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.boxes[id]; b != nil {
+		return b.dir
+	}
+	return ""
 }
 
 // PIDNamespace returns the sandbox's pid namespace as /proc/<pid>/ns/pid

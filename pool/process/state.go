@@ -172,11 +172,12 @@ type displays struct {
 	mu         sync.Mutex
 	held       map[int]*os.File
 	next       int
-	checkHostX bool // unconfined: the host's /tmp holds the X locks
+	checkHostX bool   // unconfined: the host's /tmp holds the X locks
+	what       string // what the numbers are, for errors
 }
 
 func newDisplays(dir string, base, n int) *displays {
-	return &displays{dir: dir, base: base, n: n, held: make(map[int]*os.File)}
+	return &displays{dir: dir, base: base, n: n, held: make(map[int]*os.File), what: "display numbers"}
 }
 
 func (d *displays) acquire() (int, error) {
@@ -189,7 +190,7 @@ func (d *displays) acquire() (int, error) {
 		}
 		f, err := os.OpenFile(filepath.Join(d.dir, strconv.Itoa(num)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
-			return 0, fmt.Errorf("process: display lock: %w", err)
+			return 0, fmt.Errorf("process: %s lock: %w", d.what, err)
 		}
 		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 			f.Close()
@@ -203,7 +204,7 @@ func (d *displays) acquire() (int, error) {
 		d.next = (num - d.base + 1) % d.n
 		return num, nil
 	}
-	return 0, pool.Errorf(pool.ErrExhausted, aci.CodePoolExhausted, "process: all %d display numbers from %d are in use (raise Options.Displays)", d.n, d.base)
+	return 0, pool.Errorf(pool.ErrExhausted, aci.CodePoolExhausted, "process: all %d %s from %d are in use (raise Options.Displays / Options.UIDs)", d.n, d.what, d.base)
 }
 
 // release frees a display once its sandbox is confirmed gone.

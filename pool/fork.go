@@ -1,0 +1,159 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"golang.org/x/sync/errgroup"
+)
+
+// reserve counts n sandboxes against MaxSandboxes, waiting (evicting idle
+// replicas of other goldens) up to LeaseTimeout.
+func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
+	if n > p.cfg.MaxSandboxes {
+		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise Config.MaxSandboxes (--pool)", n, p.cfg.MaxSandboxes)
+	}
+	timer := time.NewTimer(p.cfg.LeaseTimeout)
+	defer timer.Stop()
+	waiting := false
+	defer func() {
+		if waiting {
+			p.mu.Lock()
+			p.wanted -= n
+			p.mu.Unlock()
+		}
+	}()
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return p.closedErr()
+		}
+		if p.live+n <= p.cfg.MaxSandboxes {
+			p.live += n
+			p.mu.Unlock()
+			return nil
+		}
+		if !waiting {
+			waiting = true
+			p.wanted += n
+		}
+		var evict *member
+		if evict = p.evictReplicaLocked(keep); evict == nil && len(p.warm) > 0 {
+			// Warm general sandboxes are refilled later; make room now.
+			evict = p.warm[0]
+			p.warm = p.warm[1:]
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		if evict != nil {
+			p.retire(evict)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("pool: reserve: %w", ctx.Err())
+		case <-timer.C:
+			return p.exhausted(fmt.Sprintf("room for %d sandbox(es)", n))
+		}
+	}
+}
+
+// Fork snapshots src now and starts n sandboxes from it, leased to the
+// caller. It fails with ErrUnsupported when the provider cannot fork.
+func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
+	if p.forker == nil {
+		return nil, Errorf(ErrUnsupported, aci.CodeUnsupported, "pool: provider %s cannot fork (snapshot_kind %s)", p.caps.Provider, p.caps.SnapshotKind)
+	}
+	if n < 1 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
+	}
+	if err := src.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.reserve(ctx, n, nil); err != nil {
+		return nil, err
+	}
+	unreserve := func(k int) {
+		p.mu.Lock()
+		p.live -= k
+		p.signalLocked()
+		p.mu.Unlock()
+		p.poke()
+	}
+	snap, err := p.snapper.Snapshot(ctx, src.m.sb.ID)
+	if err != nil {
+		unreserve(n)
+		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
+	}
+	defer p.deleteSnapshot(snap)
+	var ms []*member
+	err = p.retry(ctx, "fork", func() (err error) {
+		ms, err = p.forkOnce(ctx, snap, n)
+		return err
+	})
+	if err != nil {
+		unreserve(n)
+		return nil, fmt.Errorf("pool: fork: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.boots += uint64(n)
+	out := make([]*Lease, n)
+	for i, m := range ms {
+		out[i] = p.leaseLocked(m)
+		p.watch(m)
+	}
+	if p.closed {
+		for _, l := range out {
+			go l.Release(context.Background())
+		}
+		return nil, p.closedErr()
+	}
+	return out, nil
+}
+
+// forkOnce starts n sandboxes from snap and connects to their guests. On
+// failure it destroys what it made (their slots stay reserved).
+func (p *Pool) forkOnce(ctx context.Context, snap string, n int) ([]*member, error) {
+	w := int64(min(n, p.cfg.MaxConcurrentBoots))
+	if err := p.sem.Acquire(ctx, w); err != nil {
+		return nil, err
+	}
+	sbs, err := p.forker.Fork(ctx, snap, n, p.cfg.Spec)
+	p.sem.Release(w)
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]*member, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sb := range sbs {
+		g.Go(func() error {
+			m, err := p.adopt(gctx, sb)
+			ms[i] = m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for i, m := range ms {
+			if m != nil {
+				m.guest.Close()
+				p.destroy(m.sb.ID)
+			} else {
+				p.destroy(sbs[i].ID) // idempotent: adopt may have destroyed it
+			}
+		}
+		return nil, err
+	}
+	return ms, nil
+}
+
+func (p *Pool) deleteSnapshot(snap string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.snapper.DeleteSnapshot(ctx, snap); err != nil {
+		p.cfg.Logf("pool: delete snapshot %s: %v", snap, err)
+	}
+}

@@ -1,0 +1,165 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+)
+
+// WaitReplicas blocks until key's golden has n warm replicas (n is capped
+// at ReplicasPerGolden), or ctx ends. For tests and benchmarks.
+func (p *Pool) WaitReplicas(ctx context.Context, key string, n int) error {
+	n = min(n, p.cfg.ReplicasPerGolden)
+	for {
+		p.mu.Lock()
+		g := p.goldens[key]
+		if g != nil && len(g.idle) >= n {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("pool: wait replicas of %q: %w", key, ctx.Err())
+		}
+	}
+}
+
+// LeaseGolden hands out a sandbox in the state "fresh sandbox + setup(key)".
+// The first call for key leases a warm sandbox, runs setup on it, snapshots
+// it as key's golden and returns it; the pool then keeps ReplicasPerGolden
+// replicas of the golden warm, so later calls are a lease, not a boot
+// (when none is idle, one is restored on demand). Without snapshot support
+// every call is Lease + setup. A setup error is returned wrapped.
+func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
+	if p.snapper == nil {
+		return p.leaseAndSetup(ctx, key, setup)
+	}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, p.closedErr()
+		}
+		g := p.goldens[key]
+		if g == nil {
+			g = &golden{key: key, ready: make(chan struct{})}
+			p.goldens[key] = g
+			p.mu.Unlock()
+			return p.buildGolden(ctx, g, setup)
+		}
+		p.mu.Unlock()
+		select {
+		case <-g.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("pool: lease golden %q: %w", key, ctx.Err())
+		}
+		p.mu.Lock()
+		if !g.ok || p.goldens[key] != g {
+			p.mu.Unlock()
+			continue // its build failed; try again (possibly as the builder)
+		}
+		for len(g.idle) > 0 {
+			m := g.idle[0]
+			g.idle = g.idle[1:]
+			m.golden = nil
+			if alive(m) {
+				l := p.leaseLocked(m)
+				p.mu.Unlock()
+				p.poke()
+				return l, nil
+			}
+			p.mu.Unlock()
+			p.retire(m)
+			p.mu.Lock()
+		}
+		p.mu.Unlock()
+		return p.restoreGolden(ctx, g)
+	}
+}
+
+// leaseAndSetup is the fallback without snapshots.
+func (p *Pool) leaseAndSetup(ctx context.Context, key string, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
+	l, err := p.Lease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := setup(ctx, l); err != nil {
+		l.Release(ctx)
+		return nil, fmt.Errorf("pool: setup of %q: %w", key, err)
+	}
+	return l, nil
+}
+
+// buildGolden runs the first setup for g and snapshots the result.
+func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
+	fail := func() {
+		p.mu.Lock()
+		if p.goldens[g.key] == g {
+			delete(p.goldens, g.key)
+		}
+		close(g.ready)
+		p.signalLocked()
+		p.mu.Unlock()
+	}
+	l, err := p.leaseAndSetup(ctx, g.key, setup)
+	if err != nil {
+		fail()
+		return nil, err
+	}
+	snap, err := p.snapper.Snapshot(ctx, l.m.sb.ID)
+	if err != nil {
+		// The lease is still right; the next call tries again.
+		p.cfg.Logf("pool: golden %q: snapshot: %v", g.key, err)
+		fail()
+		return l, nil
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.deleteSnapshot(snap)
+		close(g.ready)
+		return l, nil
+	}
+	g.snap, g.ok = snap, true
+	close(g.ready)
+	p.signalLocked()
+	p.mu.Unlock()
+	p.poke()
+	return l, nil
+}
+
+// restoreGolden boots a replica on demand (no idle one was warm).
+func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
+	p.mu.Lock()
+	p.onDemand++
+	p.mu.Unlock()
+	if err := p.reserve(ctx, 1, g); err != nil {
+		return nil, err
+	}
+	var m *member
+	err := p.retry(ctx, fmt.Sprintf("restore golden %q", g.key), func() (err error) {
+		m, err = p.boot(ctx, g.snap)
+		return err
+	})
+	p.mu.Lock()
+	if err == nil {
+		p.boots++
+	}
+	if err != nil {
+		p.live--
+		p.signalLocked()
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool: restore golden %q: %w", g.key, err)
+	}
+	if p.closed {
+		p.mu.Unlock()
+		p.retire(m)
+		return nil, p.closedErr()
+	}
+	l := p.leaseLocked(m)
+	p.watch(m)
+	p.mu.Unlock()
+	return l, nil
+}

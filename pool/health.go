@@ -1,0 +1,153 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+// watch starts m's monitor. Called with p.mu held.
+func (p *Pool) watch(m *member) {
+	p.wg.Add(1)
+	go p.monitor(m)
+}
+
+// monitor reports m's death: its provider saw it end, its guest
+// connection dropped, or a health probe failed.
+func (p *Pool) monitor(m *member) {
+	defer p.wg.Done()
+	var tick <-chan time.Time
+	if p.cfg.HealthInterval > 0 {
+		t := time.NewTicker(p.cfg.HealthInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-m.gone:
+			return
+		case <-p.ctx.Done():
+			return
+		case <-m.sb.Dead:
+			p.died(m, "the sandbox's init exited")
+			return
+		case <-m.guest.Done():
+			p.died(m, "the guest connection was lost")
+			return
+		case <-tick:
+			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+			h, err := m.guest.Health(ctx)
+			cancel()
+			switch {
+			case p.ctx.Err() != nil:
+				return
+			case err != nil:
+				p.died(m, "health probe failed: "+err.Error())
+				return
+			case !h.X:
+				p.died(m, "the X server is gone")
+				return
+			case !h.WM && !p.isLeased(m):
+				// The window manager runs as the agent: on a leased
+				// sandbox its end is the agent's doing (aci.FaultAgent),
+				// not a death to retry; an idle one is replaced.
+				p.died(m, "the window manager is gone")
+				return
+			}
+		}
+	}
+}
+
+// isLeased reports whether m is leased now.
+func (p *Pool) isLeased(m *member) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m.lease != nil
+}
+
+// died removes a dead member, tells its holder, and replaces it.
+func (p *Pool) died(m *member, why string) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	select {
+	case <-m.gone:
+		p.mu.Unlock()
+		return // released or retired meanwhile
+	default:
+	}
+	p.deaths++
+	p.removeLocked(m)
+	l := m.lease
+	p.signalLocked()
+	p.mu.Unlock()
+	p.cfg.Logf("pool: sandbox %s died: %s", m.sb.ID, why)
+	if l != nil {
+		l.kill(Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why))
+	}
+	p.retire(m)
+}
+
+// removeLocked takes m out of the warm set or its golden's replicas.
+func (p *Pool) removeLocked(m *member) {
+	for i, w := range p.warm {
+		if w == m {
+			p.warm = append(p.warm[:i], p.warm[i+1:]...)
+			break
+		}
+	}
+	if g := m.golden; g != nil {
+		for i, w := range g.idle {
+			if w == m {
+				g.idle = append(g.idle[:i], g.idle[i+1:]...)
+				break
+			}
+		}
+		m.golden = nil
+	}
+	if m.lease != nil {
+		delete(p.leased, m.lease)
+	}
+}
+
+// retire ends a member: closes its guest, destroys its sandbox in the
+// background, frees its slot once teardown is confirmed, and refills.
+func (p *Pool) retire(m *member) {
+	m.once.Do(func() {
+		close(m.gone)
+		m.guest.Close()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.destroy(m.sb.ID)
+			p.mu.Lock()
+			p.live--
+			p.signalLocked()
+			p.mu.Unlock()
+			p.poke()
+		}()
+	})
+}
+
+// destroy destroys a sandbox with a bounded deadline.
+func (p *Pool) destroy(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.prov.Destroy(ctx, id); err != nil {
+		p.cfg.Logf("pool: destroy %s: %v", id, err)
+	}
+}
+
+func alive(m *member) bool {
+	select {
+	case <-m.sb.Dead:
+		return false
+	case <-m.guest.Done():
+		return false
+	default:
+		return true
+	}
+}

@@ -1,0 +1,73 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// TestProvidersOnOneHostDoNotShareUIDs boots one sandbox from each of
+// several providers with different roots (as several servers on one host,
+// or several servers in one test binary, have): each desktop gets its own
+// uid, so one sandbox's processes never count against another's
+// RLIMIT_NPROC. With a uid derived from a display number counted per root,
+// every one of them ran as the same uid and most boots failed with
+// "resource temporarily unavailable".
+func TestProvidersOnOneHostDoNotShareUIDs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandbox uids are assigned only when running as root")
+	}
+	const n = 6
+	provs := make([]*Provider, n)
+	for i := range provs {
+		provs[i] = newTestProvider(t, Options{NProc: 64})
+		if !provs[i].confined {
+			t.Skip("unconfined host: sandboxes keep the caller's uid")
+		}
+	}
+	ctx := context.Background()
+	sbs := make([]*pool.Sandbox, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, p := range provs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sbs[i], errs[i] = p.Create(ctx, pool.Spec{})
+		}()
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("provider %d: boot: %v", i, err)
+			continue
+		}
+		uid := procUID(t, provs[i].InitPID(sbs[i].ID))
+		if j, dup := seen[uid]; dup {
+			t.Errorf("providers %d and %d: both sandboxes run as uid %s", j, i, uid)
+		}
+		seen[uid] = i
+	}
+}
+
+// procUID reads the real uid of a process.
+func procUID(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	t.Fatalf("pid %d: no Uid line", pid)
+	return ""
+}

@@ -1,0 +1,112 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/process"
+)
+
+// flaky is a real process provider whose next `fail` restores and forks
+// are real boots of a sandbox whose guestd exits at start (the host's
+// false(1) in its place), so they fail as a broken boot does.
+type flaky struct {
+	*process.Provider
+	bad  *process.Provider
+	fail atomic.Int32
+}
+
+func (f *flaky) broken(ctx context.Context, spec pool.Spec) error {
+	if f.fail.Add(-1) < 0 {
+		return nil
+	}
+	sb, err := f.bad.Create(ctx, spec)
+	if err == nil {
+		f.bad.Destroy(ctx, sb.ID)
+		return errors.New("a sandbox without guestd booted")
+	}
+	return err
+}
+
+func (f *flaky) Restore(ctx context.Context, snap string, spec pool.Spec) (*pool.Sandbox, error) {
+	if err := f.broken(ctx, spec); err != nil {
+		return nil, err
+	}
+	return f.Provider.Restore(ctx, snap, spec)
+}
+
+func (f *flaky) Fork(ctx context.Context, snap string, n int, spec pool.Spec) ([]*pool.Sandbox, error) {
+	if err := f.broken(ctx, spec); err != nil {
+		return nil, err
+	}
+	return f.Provider.Fork(ctx, snap, n, spec)
+}
+
+// TestBootFailureRetried: a restore or fork whose boot fails is retried
+// transparently, each failure counted; once the attempts are spent the
+// caller gets sandbox_died carrying the cause.
+func TestBootFailureRetried(t *testing.T) {
+	good := newProvider(t)
+	falsePath, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip(err)
+	}
+	bad, err := process.New(context.Background(), process.Options{Root: t.TempDir(), GuestdPath: falsePath, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bad.Close(context.Background()) })
+	f := &flaky{Provider: good, bad: bad}
+	p := newPool(t, f, pool.Config{Size: 1, ReplicasPerGolden: -1, BootBackoff: 10 * time.Millisecond})
+	noop := func(context.Context, *pool.Lease) error { return nil }
+	first, err := p.LeaseGolden(ctxT(t), "k", noop)
+	if err != nil {
+		t.Fatalf("first LeaseGolden: %v", err)
+	}
+	defer first.Release(context.Background())
+
+	before := p.Stats().BootFailures
+	f.fail.Store(2)
+	l, err := p.LeaseGolden(ctxT(t), "k", noop)
+	if err != nil {
+		t.Fatalf("LeaseGolden with 2 failing boots: %v; want a lease (retried)", err)
+	}
+	defer l.Release(context.Background())
+	if got := p.Stats().BootFailures - before; got != 2 {
+		t.Errorf("boot failures counted: got %d; want 2", got)
+	}
+
+	before = p.Stats().BootFailures
+	f.fail.Store(1)
+	kids, err := p.Fork(ctxT(t), l, 2)
+	if err != nil {
+		t.Fatalf("Fork with a failing boot: %v; want 2 leases (retried)", err)
+	}
+	for _, k := range kids {
+		defer k.Release(context.Background())
+	}
+	if got := p.Stats().BootFailures - before; got != 1 {
+		t.Errorf("fork boot failures counted: got %d; want 1", got)
+	}
+
+	f.fail.Store(100)
+	_, err = p.LeaseGolden(ctxT(t), "k", noop)
+	if !errors.Is(err, pool.ErrSandboxDied) || aci.CodeOf(err) != aci.CodeSandboxDied {
+		t.Fatalf("LeaseGolden with every boot failing: got %v; want sandbox_died", err)
+	}
+	for _, want := range []string{"3 boot attempts failed", "init exited before the guest answered"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if got := f.fail.Load(); got != 97 {
+		t.Errorf("boots tried: %d; want 3", 100-got)
+	}
+}
