@@ -1,10 +1,10 @@
 package aci
 
-// Action result statuses (info.results[i].status).
+// Action result statuses (info.results[i].status); a refused or failed
+// action's status is its error code, with the error beside it.
 const (
 	StatusOK      = "ok"      // the action ran
-	StatusError   = "error"   // the action was refused or failed: see Error
-	StatusSkipped = "skipped" // an earlier action of the step failed
+	StatusSkipped = "skipped" // an earlier action of the step failed, so it did not run
 )
 
 // ActionResult is what one action of a step did: its status and, for query

@@ -35,9 +35,16 @@ type Server struct {
 	StepTimeout        Duration    `json:"step_timeout"`         // one env's step
 	ResetTimeout       Duration    `json:"reset_timeout"`        // one env's reset (lease + setup)
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
-	Observe            aci.Observe `json:"observe"`              // default observation
+	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
+	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
 }
+
+// DefaultSettle is how long an observation waits for the screen to settle
+// when the request names no settle (configs/envserver.json carries the same).
+//
+// MEASUREMENTS-PENDING
+var DefaultSettle = aci.Settle{FirstMS: 150, QuietMS: 50, MaxMS: 1500}
 
 // Duration is a time.Duration written as "30s" in JSON.
 type Duration time.Duration
@@ -75,6 +82,10 @@ func LoadServer(path string) (*Server, error) {
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Observe.Settle == nil {
+		st := DefaultSettle
+		c.Observe.Settle = &st
 	}
 	return &c, nil
 }

@@ -70,10 +70,11 @@ func (s *Server) stepGroups(req *api.StepRequest) []string {
 	return groups
 }
 
-// actionsOf resolves a step's one-of action/actions/text into actions. A
-// malformed request is a bad_request; unparsable model text is an agent error
-// (dialect_error) that the step records.
-func actionsOf(st *api.StepEnv) (acts []aci.Action, agentErr, reqErr error) {
+// actionsOf resolves a step's one-of action/actions/text into actions and,
+// for text, the dialect's default coordinate space. A malformed request is a
+// bad_request; unparsable model text is an agent error (dialect_error) that
+// the step records.
+func actionsOf(st *api.StepEnv) (acts []aci.Action, textCoords *aci.Coords, agentErr, reqErr error) {
 	n := 0
 	if st.Action != nil {
 		n++
@@ -92,24 +93,24 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, agentErr, reqErr error) {
 		parsed, err := dialect.Parse(d, *st.Text)
 		if err != nil {
 			if aci.CodeOf(err) == aci.CodeDialectError {
-				return nil, err, nil
+				return nil, nil, err, nil
 			}
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		acts = parsed.Actions
+		acts, textCoords = parsed.Actions, &parsed.Coords
 	}
 	if n != 1 {
-		return nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")
+		return nil, nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")
 	}
 	if len(acts) == 0 {
-		return nil, aci.Errorf(aci.CodeInvalidAction, "no actions"), nil
+		return nil, nil, aci.Errorf(aci.CodeInvalidAction, "no actions"), nil
 	}
 	for i := range acts {
 		if !acts[i].Verb.Known() {
-			return nil, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
+			return acts, textCoords, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
 		}
 	}
-	return acts, nil, nil
+	return acts, textCoords, nil, nil
 }
 
 func verbList() string {
@@ -136,9 +137,27 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	case e.ep.over:
 		return fail(aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (%s): reset the env", e.ep.traj.EpisodeID, e.ep.traj.ExitReason))
 	}
-	acts, agentErr, reqErr := actionsOf(st)
+	acts, textCoords, agentErr, reqErr := actionsOf(st)
 	if reqErr != nil {
 		return fail(reqErr)
+	}
+	coords, err := stepCoords(st, e.coords, textCoords)
+	if err != nil {
+		return fail(err)
+	}
+	results := newResults(len(acts))
+	if agentErr == nil {
+		if i, err := mapActions(acts, coords, e.display); err != nil {
+			agentErr = err
+			failResult(results, i, err)
+		}
+	} else {
+		for i := range acts {
+			if !acts[i].Verb.Known() {
+				failResult(results, i, agentErr)
+				break
+			}
+		}
 	}
 	if e.lease == nil || e.lease.Err() != nil {
 		s.died(e, e.leaseErr())
@@ -151,7 +170,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 		actShot  *wire.Shot
 	)
 	if agentErr == nil {
-		terminal, actShot, agentErr, err = s.runActions(ctx, e, b, acts)
+		terminal, actShot, agentErr, err = s.runActions(ctx, e, b, acts, results)
 		if err != nil {
 			if isDeath(err, e.lease) {
 				s.died(e, err)
@@ -162,7 +181,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	}
 	tAct := time.Since(t0)
 	t1 := time.Now()
-	obs, data, err := s.observe(ctx, e, b, actShot)
+	obs, data, settle, err := s.observe(ctx, e, b, actShot, false)
 	if err != nil {
 		if isDeath(err, e.lease) {
 			s.died(e, err)
@@ -188,13 +207,13 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 		}
 	}
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-		Info: &api.Info{Step: ep.step, Task: e.task.ID, Error: aci.AsError(agentErr),
-			Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
+		Info: &api.Info{Step: ep.step, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
+			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
 	var reason trajectory.ExitReason
 	switch {
 	case terminal != "":
 		res.Terminated = true
-	case ep.step >= e.task.MaxSteps:
+	case ep.step >= ep.maxSteps:
 		res.Truncated = true
 		reason = trajectory.MaxSteps
 	}
@@ -248,15 +267,18 @@ func (s *Server) diedSlot(e *env, ep *episode, err error) slot {
 // runActions executes acts in order and returns the terminal verb (done or
 // fail) if one was reached, the observation that came back with the last
 // action, an agent error (the action was refused: the step still counts) or
-// an infrastructure error.
-func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action) (terminal aci.Verb, shot *wire.Shot, agentErr, err error) {
+// an infrastructure error. results (one per action) records what each did.
+func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action, results []aci.ActionResult) (terminal aci.Verb, shot *wire.Shot, agentErr, err error) {
 	g := e.lease.Guest()
 	for i := range acts {
 		a := acts[i]
 		if a.Verb == aci.Done || a.Verb == aci.Fail {
 			if i != len(acts)-1 {
-				return "", nil, aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb), nil
+				err := aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb)
+				failResult(results, i, err)
+				return "", nil, err, nil
 			}
+			results[i] = okResult(a.Verb, nil)
 			return a.Verb, shot, nil, nil
 		}
 		args := wire.ActArgs{Action: a}
@@ -267,12 +289,14 @@ func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Ac
 		}
 		res, err := g.Act(ctx, args)
 		if err != nil {
+			failResult(results, i, err)
 			switch codeOf(err) {
 			case aci.CodeInvalidAction, aci.CodeUnknownVerb, aci.CodeUnsupported, aci.CodeTooLarge, aci.CodeBadRequest:
 				return "", nil, err, nil
 			}
 			return "", nil, nil, err
 		}
+		results[i] = okResult(a.Verb, res)
 		shot = res.Obs
 	}
 	return "", shot, nil, nil

@@ -41,8 +41,8 @@ const xTimeout = 3 * time.Second
 type display struct {
 	name     string
 	sem      chan struct{}
-	noDamage bool // health probes: no DAMAGE object
-	cur  *xconn // guarded by sem
+	noDamage bool   // health probes: no DAMAGE object
+	cur      *xconn // guarded by sem
 
 	clipMu   sync.Mutex
 	clipText string // text this guest offers as CLIPBOARD owner

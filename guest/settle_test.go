@@ -24,7 +24,11 @@ func TestSettleScratch(t *testing.T) {
 	res, err = d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.Move, Target: aci.Px(50, 50)}, Observe: obs})
 	t.Logf("move2 %+v nm=%v %v", res.Obs.Settle, res.Obs.NotModified, err)
 	t0 := time.Now()
-	go func() { time.Sleep(50 * time.Millisecond); err := r.Fill(10, 10, 50, 50, 0xff0000); t.Logf("filled at %v %v", time.Since(t0), err) }()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		err := r.Fill(10, 10, 50, 50, 0xff0000)
+		t.Logf("filled at %v %v", time.Since(t0), err)
+	}()
 	res, err = d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.Move, Target: aci.Px(60, 50)}, Observe: obs})
 	t.Logf("act done at %v", time.Since(t0))
 	t.Logf("fill %+v nm=%v %v", res.Obs.Settle, res.Obs.NotModified, err)
