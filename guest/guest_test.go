@@ -74,6 +74,11 @@ func serveOn(t testing.TB, sess *guest.Session) *desk {
 	served := make(chan struct{})
 	go func() { defer close(served); srv.Serve(context.Background(), ln) }()
 	t.Cleanup(func() { srv.Close(); <-served })
+	return dialDesk(t, sess, srv, sock)
+}
+
+func dialDesk(t testing.TB, sess *guest.Session, srv *guest.Server, sock string) *desk {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl, err := client.Dial(ctx, "unix", sock)

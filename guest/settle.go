@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb/damage"
@@ -35,7 +36,7 @@ const barrierProperty = "SHINKEN_BARRIER"
 // damageState is one connection's view of screen damage.
 type damageState struct {
 	ok bool
-	id damage.Damage
+	id atomic.Uint32 // the damage object; set before it exists, as its first notify may come at once
 
 	sendMu sync.Mutex // orders barrier numbers with their requests
 	sent   uint64     // barriers sent (guarded by sendMu)
@@ -93,15 +94,24 @@ func (x *xconn) initDamage() {
 	if err != nil {
 		return
 	}
+	// A window's damage object reports the whole window at creation: the
+	// event loop may see that notify before CreateChecked returns, and must
+	// know the id to re-arm it.
+	x.dmg.id.Store(uint32(id))
 	if err := damage.CreateChecked(x.c, id, xproto.Drawable(x.root), damage.ReportLevelNonEmpty).Check(); err != nil {
+		x.dmg.id.Store(0)
 		return
 	}
-	x.dmg.id, x.dmg.ok = id, true
+	x.dmg.ok = true
 }
 
 // onDamage runs on the event loop: count the notify and re-arm.
 func (x *xconn) onDamage() {
-	damage.Subtract(x.c, x.dmg.id, 0, 0)
+	id := damage.Damage(x.dmg.id.Load())
+	if id == 0 {
+		return
+	}
+	damage.Subtract(x.c, id, 0, 0)
 	x.dmg.bump(true)
 }
 
