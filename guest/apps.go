@@ -49,7 +49,7 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 }
 
 // launchWindowWait bounds how long launch_app waits for the app's window.
-const launchWindowWait = 5 * time.Second
+const launchWindowWait = 10 * time.Second
 
 // awaitAppWindow waits until a top-level window of pid (_NET_WM_PID) is
 // mapped and reports its id; it gives up quietly when the process exits

@@ -90,13 +90,15 @@ func shippedApps() []shippedApp {
 				{name: "click", act: click(0.15, 0.75)},
 				{name: "type", act: typ("12")},
 				{name: "key", act: key("Escape")},
-				{name: "scroll", act: scroll(3)},
+				{name: "scroll", act: func(w aci.Window) aci.Action { // over the display
+					return aci.Action{Verb: aci.Scroll, Target: at(w, 0.5, 0.2), DY: 3}
+				}},
 				{name: "menu", act: menu, undo: escape},
 			}},
 		{app: "pcmanfm",
 			acts: []appAction{
 				{name: "click", act: click(0.6, 0.35)},
-				{name: "type", act: typ("d")},
+				{name: "type", act: typ("d"), undo: escape}, // closes the type-ahead search
 				{name: "key", act: key("Down")},
 				{name: "scroll", act: scroll(3)},
 				{name: "menu", act: menu, undo: escape},
@@ -120,7 +122,12 @@ func appDesk(t testing.TB) *desk {
 		t.Fatalf("StartSession: %v", err)
 	}
 	t.Cleanup(func() { sess.Close() })
-	home := t.TempDir()
+	// Not t.TempDir: the apps' children may still write here while they die.
+	home, err := os.MkdirTemp("", "shinken-apps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
 	for _, f := range []string{".config/gtk-3.0/settings.ini", ".config/gtk-2.0/gtkrc"} {
 		os.MkdirAll(filepath.Join(home, filepath.Dir(f)), 0o755)
 	}
