@@ -30,6 +30,7 @@ const (
 	ActivateWindow Verb = "activate_window"
 	ClipboardGet   Verb = "clipboard_get"
 	ClipboardSet   Verb = "clipboard_set"
+	ListWindows    Verb = "list_windows"
 	Done           Verb = "done"
 	Fail           Verb = "fail"
 )
@@ -38,7 +39,7 @@ const (
 var AgentVerbs = []Verb{
 	Click, DoubleClick, RightClick, Move, Scroll, Drag, MouseDown, MouseUp,
 	TypeText, Key, Wait, Screenshot, LaunchApp, ActivateWindow,
-	ClipboardGet, ClipboardSet, Done, Fail,
+	ClipboardGet, ClipboardSet, ListWindows, Done, Fail,
 }
 
 // Known reports whether v is an agent verb.
@@ -122,11 +123,11 @@ const (
 
 // Observe says how the caller wants the screen observed.
 type Observe struct {
-	Format      string `msgpack:"format,omitempty" json:"format,omitempty"`
-	MaxLongEdge int    `msgpack:"max_long_edge,omitempty" json:"max_long_edge,omitempty"`
-	Quality     int    `msgpack:"quality,omitempty" json:"quality,omitempty"`
-	Scope       string `msgpack:"scope,omitempty" json:"scope,omitempty"`
-	SettleMS    int    `msgpack:"settle_ms,omitempty" json:"settle_ms,omitempty"`
+	Format      string  `msgpack:"format,omitempty" json:"format,omitempty"`
+	MaxLongEdge int     `msgpack:"max_long_edge,omitempty" json:"max_long_edge,omitempty"`
+	Quality     int     `msgpack:"quality,omitempty" json:"quality,omitempty"`
+	Scope       string  `msgpack:"scope,omitempty" json:"scope,omitempty"`
+	Settle      *Settle `msgpack:"settle,omitempty" json:"settle,omitempty"` // nil: the server's default
 }
 
 // Rect is a rectangle in screen pixels.
@@ -144,16 +145,6 @@ type Display struct {
 	H          int  `msgpack:"h" json:"h"`
 	SourceRect Rect `msgpack:"source_rect" json:"source_rect"`
 	Delivered  Rect `msgpack:"delivered" json:"delivered"` // X=Y=0; W,H the frame's size
-}
-
-// ToScreen maps a point on the delivered frame back to screen pixels.
-func (d Display) ToScreen(fx, fy float64) (x, y float64) {
-	if d.Delivered.W == 0 || d.Delivered.H == 0 {
-		return fx, fy
-	}
-	sx := float64(d.SourceRect.W) / float64(d.Delivered.W)
-	sy := float64(d.SourceRect.H) / float64(d.Delivered.H)
-	return float64(d.SourceRect.X) + fx*sx, float64(d.SourceRect.Y) + fy*sy
 }
 
 // Observation is what the trainer sees of a screen. The encoded image travels

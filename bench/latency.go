@@ -190,7 +190,7 @@ func settle(ctx context.Context, c *Client, env string) (string, error) {
 	for i := 0; i < 50; i++ {
 		rep, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: env,
 			Action: &aci.Action{Verb: aci.Click, Target: aci.Px(clickX, clickY)}}},
-			Observe: &api.Observe{Format: aci.FormatPNG, SettleMS: 200}})
+			Observe: &api.Observe{Format: aci.FormatPNG}}) // settled by the server's default
 		if err != nil {
 			return "", err
 		}

@@ -36,7 +36,8 @@ type Server struct {
 	StepTimeout        Duration    `json:"step_timeout"`         // one env's step
 	ResetTimeout       Duration    `json:"reset_timeout"`        // one env's reset (lease + setup)
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
-	Observe            aci.Observe `json:"observe"`              // default observation
+	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
+	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
 	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
 	MaxConns           int         `json:"max_conns"`            // open connections
@@ -63,6 +64,23 @@ func (c *Server) ReadToken() error {
 	c.Token = t
 	return nil
 }
+
+// DefaultSettle is how long an observation waits for the screen to settle
+// when the request names no settle (configs/envserver.json carries the same).
+//
+// Measured on the shipped apps (xterm, mousepad, galculator, pcmanfm under
+// openbox, 1280x800 Xvfb, a shared 2-core host; 5 runs of click, type, key,
+// scroll and menu open each; guest TestMeasureAppDrawing): the first damage
+// came 0.1-37 ms after the input, with outliers of 47 ms and 123 ms (mousepad
+// opening its File menu). Within one action's drawing the gaps between damage
+// events stayed under 31 ms, except galculator, which draws a pressed button
+// and releases it 95-112 ms later for typed keys (once, a scroll showed a
+// 514 ms gap: something unrelated redrawing). So: wait up to 200 ms for the
+// first damage (about 1.6x the worst seen; it is also what an action that
+// draws nothing costs), settle after 150 ms of quiet (1.3x galculator's
+// release, 5x every other gap), and give up at 2 s (an animation, a blinking
+// cursor) with timed_out set.
+var DefaultSettle = aci.Settle{FirstMS: 200, QuietMS: 150, MaxMS: 2000}
 
 // Duration is a time.Duration written as "30s" in JSON.
 type Duration time.Duration
@@ -100,6 +118,10 @@ func LoadServer(path string) (*Server, error) {
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Observe.Settle == nil {
+		st := DefaultSettle
+		c.Observe.Settle = &st
 	}
 	return &c, nil
 }

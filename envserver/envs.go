@@ -29,6 +29,8 @@ type env struct {
 	task      *configs.Task
 	ep        *episode
 	lastFrame string
+	display   *aci.Display // descriptor of the frame last delivered: frame coordinates map through it
+	coords    *aci.Coords  // the env's default coordinate space (reset coords); nil: none set
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -36,9 +38,10 @@ type env struct {
 type episode struct {
 	mu    sync.Mutex
 	traj  trajectory.Trajectory
-	start time.Time
-	step  int
-	over  bool
+	start    time.Time
+	step     int
+	maxSteps int // the step budget: the task's, or lower when the reset asked
+	over     bool
 }
 
 func newID(prefix string) string {
@@ -69,10 +72,13 @@ func (s *Server) observeFor(o *api.Observe) (api.Observe, error) {
 	default:
 		return obs, aci.Errorf(aci.CodeBadRequest, "observe.format %q: want png, jpeg or raw", obs.Format)
 	}
-	if obs.MaxLongEdge < 0 || obs.SettleMS < 0 {
-		return obs, aci.Errorf(aci.CodeBadRequest, "observe: negative max_long_edge or settle_ms")
+	if obs.MaxLongEdge < 0 {
+		return obs, aci.Errorf(aci.CodeBadRequest, "observe: negative max_long_edge")
 	}
-	return obs, nil
+	if obs.Settle == nil {
+		obs.Settle = s.cfg.DefaultObserve.Settle
+	}
+	return obs, obs.Settle.Validate()
 }
 
 // batch is the shared state of one reset/step/fork request: its observation
@@ -211,7 +217,7 @@ func (s *Server) startEpisode(e *env, task *configs.Task, seed *int64, forkOf st
 	ep := &episode{start: now, traj: trajectory.Trajectory{
 		EpisodeID: newID("ep-"), EnvID: e.id, Task: task.ID, Seed: seed, ForkOf: forkOf,
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
-	}}
+	}, maxSteps: task.MaxSteps}
 	e.ep = ep
 	s.mu.Lock()
 	s.episodes[ep.traj.EpisodeID] = ep
@@ -278,18 +284,23 @@ func isDeath(err error, l *pool.Lease) bool {
 }
 
 // observe captures e's screen under b's settings, through the shared frame
-// cache, and returns the observation and the encoded bytes (nil when the
-// client already has them). act, when non-nil, is a capture that came back
-// with an action and is used instead of a new one.
-func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot) (*aci.Observation, []byte, error) {
+// cache, and returns the observation, the encoded bytes (nil when the client
+// already has them) and how the capture was settled. act, when non-nil, is a
+// capture that came back with an action and is used instead of a new one.
+// afterInput settles a new capture as after an action (a desktop just set up
+// or restored is still drawing).
+func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, afterInput bool) (*aci.Observation, []byte, *aci.SettleInfo, error) {
 	shot := act
 	if shot == nil {
 		var err error
-		shot, err = e.lease.Guest().Screenshot(ctx, s.observeArgs(e, b))
+		args := s.observeArgs(e, b)
+		args.AfterInput = afterInput
+		shot, err = e.lease.Guest().Screenshot(ctx, args)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
+	settle := shot.Settle
 	key := frameKey{hash: shot.Hash, format: b.obs.Format, quality: b.obs.Quality}
 	var data []byte
 	switch {
@@ -312,7 +323,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot) 
 		args := wire.ObserveArgs{Observe: b.obs}
 		fresh, err := e.lease.Guest().Screenshot(ctx, args)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		shot, data = fresh, fresh.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
@@ -321,13 +332,15 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot) 
 		s.recordFrame(key, data)
 	}
 	e.lastFrame = shot.Hash
+	d := shot.Display
+	e.display = &d
 	if b.have[shot.Hash] {
 		data = nil
 	}
 	return &aci.Observation{
 		Frame: shot.Hash, W: shot.W, H: shot.H, Format: b.obs.Format,
 		Pointer: shot.Pointer, Display: shot.Display,
-	}, data, nil
+	}, data, settle, nil
 }
 
 // observeArgs builds a capture request whose if_none_match lists every hash

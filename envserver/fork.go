@@ -43,7 +43,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 	}
 	leases, err := s.pool.Fork(ctx, src.lease, req.N)
 	task, parentEp, parentStep, parentFrame := src.task, src.ep.traj.EpisodeID, src.ep.step, src.lastFrame
-	seed := src.ep.traj.Seed
+	seed, maxSteps, coords, display := src.ep.traj.Seed, src.ep.maxSteps, src.coords, src.display
 	src.mu.Unlock()
 	if err != nil {
 		s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
@@ -55,12 +55,12 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 		groups[i] = "fork"
 	}
 	s.fanOut(ctx, len(leases), groups, func(ctx context.Context, i int) {
-		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: parentFrame}
+		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: parentFrame, coords: coords, display: display}
 		e.lastUsed.Store(time.Now().UnixNano())
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		ep := s.startEpisode(e, task, seed, parentEp)
-		ep.step = parentStep
+		ep.step, ep.maxSteps = parentStep, maxSteps
 		s.register(e, true)
 		fail := func(err error) {
 			s.died(e, err)
@@ -70,15 +70,14 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 			fail(err)
 			return
 		}
-		quiesce(ctx, e.lease)
-		obs, data, err := s.observe(ctx, e, b, nil)
+		obs, data, settle, err := s.observe(ctx, e, b, nil, true)
 		if err != nil {
 			fail(err)
 			return
 		}
 		ep.traj.InitFrame = obs.Frame
 		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID}}, data: data}
+			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID, Settle: settle, MaxSteps: maxSteps}}, data: data}
 	})
 	for _, sl := range slots {
 		s.m.forks.WithLabelValues(outcomeOf(sl.res.Error)).Inc()

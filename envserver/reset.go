@@ -65,6 +65,10 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	if task == nil {
 		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", re.Task))
 	}
+	coords, maxSteps, err := s.episodeKnobs(re, task)
+	if err != nil {
+		return fail(re.EnvID, err)
+	}
 	var e *env
 	if re.EnvID != "" {
 		var err error
@@ -92,6 +96,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	})
 	leaseDur := time.Since(t0)
 	ep := s.startEpisode(e, task, re.Seed, "")
+	ep.maxSteps = maxSteps
+	e.coords, e.display = coords, nil
 	if err != nil {
 		reason := trajectory.SetupError
 		if c := codeOf(err); c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout {
@@ -115,8 +121,10 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
 	}
 	t1 := time.Now()
-	quiesce(ctx, lease)
-	obs, data, err := s.observe(ctx, e, b, nil)
+	// Apps a restored sandbox relaunched may still be drawing: the first
+	// observation settles as after an action, so replicas of one checkpoint
+	// start pixel-identical.
+	obs, data, settle, err := s.observe(ctx, e, b, nil, true)
 	if err != nil {
 		s.died(e, err)
 		s.register(e, re.EnvID == "")
@@ -127,7 +135,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	return slot{
 		res: api.Result{
 			EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: 0, Task: task.ID, Timings: map[string]int64{
+			Info: &api.Info{Step: 0, Task: task.ID, Settle: settle, MaxSteps: maxSteps, Timings: map[string]int64{
 				"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}},
 		},
 		data: data,

@@ -41,7 +41,8 @@ type Config struct {
 	StepTimeout     time.Duration // one env's step (actions + observe); default 60 s
 	ResetTimeout    time.Duration // one env's reset (lease + setup + observe); default 120 s
 	RecordFrames    bool          // store every observed frame with the trajectory
-	DefaultObserve  api.Observe   // used when a request carries none; default png
+	DefaultObserve  api.Observe   // used when a request carries none; default png, settled by configs.DefaultSettle
+	MaxSteps        int           // cap on any episode's step budget; 0: the task's alone
 	PoolSize        int           // the pool's warm size, as /v1/spec reports it
 	// Connection limits: MaxConns bounds open connections (default 1024),
 	// MaxConnsPerIP those from one address (default 256); ReadTimeout
@@ -93,6 +94,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.DefaultObserve.Format == "" {
 		c.DefaultObserve.Format = aci.FormatPNG
+	}
+	if c.DefaultObserve.Settle == nil {
+		st := configs.DefaultSettle
+		c.DefaultObserve.Settle = &st
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -69,10 +69,11 @@ func (s *Server) stepGroups(req *api.StepRequest) []string {
 	return groups
 }
 
-// actionsOf resolves a step's one-of action/actions/text into actions. A
-// malformed request is a bad_request; unparsable model text is an agent error
-// (dialect_error) that the step records.
-func actionsOf(st *api.StepEnv) (acts []aci.Action, agentErr, reqErr error) {
+// actionsOf resolves a step's one-of action/actions/text into actions and,
+// for text, the dialect's default coordinate space. A malformed request is a
+// bad_request; unparsable model text is an agent error (dialect_error) that
+// the step records.
+func actionsOf(st *api.StepEnv) (acts []aci.Action, textCoords *aci.Coords, agentErr, reqErr error) {
 	n := 0
 	if st.Action != nil {
 		n++
@@ -91,24 +92,24 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, agentErr, reqErr error) {
 		parsed, err := dialect.Parse(d, *st.Text)
 		if err != nil {
 			if aci.CodeOf(err) == aci.CodeDialectError {
-				return nil, err, nil
+				return nil, nil, err, nil
 			}
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		acts = parsed.Actions
+		acts, textCoords = parsed.Actions, &parsed.Coords
 	}
 	if n != 1 {
-		return nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")
+		return nil, nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")
 	}
 	if len(acts) == 0 {
-		return nil, aci.Errorf(aci.CodeInvalidAction, "no actions"), nil
+		return nil, nil, aci.Errorf(aci.CodeInvalidAction, "no actions"), nil
 	}
 	for i := range acts {
 		if !acts[i].Verb.Known() {
-			return nil, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
+			return acts, textCoords, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
 		}
 	}
-	return acts, nil, nil
+	return acts, textCoords, nil, nil
 }
 
 func verbList() string {
@@ -135,9 +136,27 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	case e.ep.over:
 		return fail(aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (%s): reset the env", e.ep.traj.EpisodeID, e.ep.traj.ExitReason))
 	}
-	acts, agentErr, reqErr := actionsOf(st)
+	acts, textCoords, agentErr, reqErr := actionsOf(st)
 	if reqErr != nil {
 		return fail(reqErr)
+	}
+	coords, err := stepCoords(st, e.coords, textCoords)
+	if err != nil {
+		return fail(err)
+	}
+	results := newResults(len(acts))
+	if agentErr == nil {
+		if i, err := mapActions(acts, coords, e.display); err != nil {
+			agentErr = err
+			failResult(results, i, err)
+		}
+	} else {
+		for i := range acts {
+			if !acts[i].Verb.Known() {
+				failResult(results, i, agentErr)
+				break
+			}
+		}
 	}
 	if e.lease == nil || e.lease.Err() != nil {
 		s.died(e, e.leaseErr())
@@ -163,7 +182,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 		ran      int
 	)
 	if agentErr == nil {
-		terminal, actShot, ran, agentErr, err = s.runActions(ctx, e, b, acts)
+		terminal, actShot, ran, agentErr, err = s.runActions(ctx, e, b, acts, results)
 		if err != nil {
 			// The infrastructure failed midway: the trajectory keeps what ran.
 			rec.Ran, rec.Error = &ran, wireError(err)
@@ -180,7 +199,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	}
 	tAct := time.Since(t0)
 	t1 := time.Now()
-	obs, data, err := s.observe(ctx, e, b, actShot)
+	obs, data, settle, err := s.observe(ctx, e, b, actShot, false)
 	if err != nil {
 		rec.Error = wireError(err)
 		s.recordStep(e, rec)
@@ -193,8 +212,8 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	tObs := time.Since(t1)
 	rec.ObsFrame, rec.Error = obs.Frame, aci.AsError(agentErr)
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr),
-			Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
+		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
+			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
 	var reason trajectory.ExitReason
 	switch {
 	case agentErr != nil && e.task.EndOnAgentError:
@@ -203,7 +222,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 		reason = trajectory.AgentError
 	case terminal != "":
 		res.Terminated = true
-	case ep.step+1 >= e.task.MaxSteps:
+	case ep.step+1 >= ep.maxSteps:
 		res.Truncated = true
 		reason = trajectory.MaxSteps
 	}
@@ -273,18 +292,22 @@ func (s *Server) diedSlot(e *env, ep *episode, err error) slot {
 // and either an agent error (the action was the agent's fault: the step
 // still counts) or an infrastructure error. Nothing runs when the step is
 // invalid as a whole: a duration out of range or past the step budget, done
-// or fail before the end, or an app the task does not offer.
-func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action) (terminal aci.Verb, shot *wire.Shot, ran int, agentErr, err error) {
+// or fail before the end, or an app the task does not offer. results (one
+// per action) records what each did.
+func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action, results []aci.ActionResult) (terminal aci.Verb, shot *wire.Shot, ran int, agentErr, err error) {
 	if _, err := aci.StepDuration(acts); err != nil {
 		return "", nil, 0, err, nil
 	}
 	for i := range acts {
 		a := &acts[i]
 		if (a.Verb == aci.Done || a.Verb == aci.Fail) && i != len(acts)-1 {
-			return "", nil, 0, aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb), nil
+			err := aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb)
+			failResult(results, i, err)
+			return "", nil, 0, err, nil
 		}
 		if a.Verb == aci.LaunchApp {
 			if err := appAllowed(e.task, a.App); err != nil {
+				failResult(results, i, err)
 				return "", nil, 0, err, nil
 			}
 		}
@@ -293,6 +316,7 @@ func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Ac
 	for i := range acts {
 		a := acts[i]
 		if a.Verb == aci.Done || a.Verb == aci.Fail {
+			results[i] = okResult(a.Verb, nil)
 			return a.Verb, shot, i + 1, nil, nil
 		}
 		args := wire.ActArgs{Action: a}
@@ -303,11 +327,13 @@ func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Ac
 		}
 		res, err := g.Act(ctx, args)
 		if err != nil {
+			failResult(results, i, err)
 			if codeOf(err).ActionFault() == aci.FaultAgent {
 				return "", nil, i + 1, err, nil
 			}
 			return "", nil, i + 1, nil, err
 		}
+		results[i] = okResult(a.Verb, res)
 		shot = res.Obs
 	}
 	return "", shot, len(acts), nil, nil

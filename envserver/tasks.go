@@ -100,7 +100,7 @@ func waitWindow(ctx context.Context, g guestAPI, w *configs.WaitWindow) error {
 		ws, err := g.ListWindows(ctx)
 		if err == nil {
 			for _, win := range ws.Windows {
-				if strings.Contains(strings.ToLower(win.Name), match) || strings.Contains(strings.ToLower(win.Class), match) {
+				if strings.Contains(strings.ToLower(win.Title), match) || strings.Contains(strings.ToLower(win.Class), match) {
 					return nil
 				}
 			}
@@ -111,28 +111,6 @@ func waitWindow(ctx context.Context, g guestAPI, w *configs.WaitWindow) error {
 		case <-ctx.Done():
 			return fmt.Errorf("no window matching %q within %s: %w", w.Match, timeout, ctx.Err())
 		case <-tick.C:
-		}
-	}
-}
-
-// quiesce waits, up to two seconds, until the screen has not changed for
-// 100 ms: apps that a restored sandbox relaunched finish drawing before the
-// episode's first observation, so replicas of one checkpoint start
-// pixel-identical. Probes are small raw captures compared by hash.
-func quiesce(ctx context.Context, l *pool.Lease) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	args := wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatRaw, MaxLongEdge: 640, SettleMS: 500}}
-	for {
-		shot, err := l.Guest().Screenshot(ctx, args)
-		if err != nil || shot.NotModified {
-			return
-		}
-		args.IfNoneMatch = []string{shot.Hash}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

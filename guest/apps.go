@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
@@ -33,7 +34,7 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 	if a.App == "" {
 		return invalid("launch_app needs app")
 	}
-	pid, err := s.startApp(a.App, a.Args)
+	pid, exited, err := s.startApp(a.App, a.Args)
 	if err != nil {
 		return err
 	}
@@ -41,19 +42,67 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 	if err := s.record(App{App: a.App, Args: a.Args}); err != nil {
 		s.cfg.Logf("guest: record launched app: %v", err)
 	}
+	if err := s.awaitAppWindow(ctx, pid, exited, res); err != nil {
+		return err
+	}
 	return s.pointerInto(ctx, res)
 }
 
+// launchWindowWait bounds how long launch_app waits for the app's window.
+const launchWindowWait = 10 * time.Second
+
+// awaitAppWindow waits until a top-level window of pid (_NET_WM_PID) is
+// mapped and reports its id; it gives up quietly when the process exits
+// or launchWindowWait passes (a program without a window is no error). It
+// wakes on window-list changes, and re-checks every 100 ms for apps that set
+// their pid after mapping.
+func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan struct{}, res *wire.ActResult) error {
+	limit := time.NewTimer(launchWindowWait)
+	defer limit.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var wake <-chan struct{}
+		err := s.x.run(ctx, 0, func(x *xconn) error {
+			wake = x.windowsChan()
+			list, err := x.windows()
+			if err != nil {
+				return err
+			}
+			for _, w := range list.Windows {
+				if w.PID == pid {
+					res.WindowID = w.ID
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil || res.WindowID != 0 {
+			return err
+		}
+		select {
+		case <-wake:
+		case <-tick.C:
+		case <-exited:
+			return nil
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return nil // the pid is enough; the caller's deadline is not the app's fault
+		}
+	}
+}
+
 // startApp starts app (looked up on PATH, no shell) detached in its own
-// process group with the session environment.
-func (s *Server) startApp(app string, args []string) (int, error) {
+// process group with the session environment. exited closes when it ends.
+func (s *Server) startApp(app string, args []string) (pid int, exited <-chan struct{}, err error) {
 	path, err := exec.LookPath(app)
 	if err != nil {
-		return 0, aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
+		return 0, nil, aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
 	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
@@ -61,8 +110,9 @@ func (s *Server) startApp(app string, args []string) (int, error) {
 	s.asAgent(cmd)
 	pid, wait, err := s.procs.start(cmd)
 	if err != nil {
-		return 0, startError("launch_app", app, err)
+		return 0, nil, startError("launch_app", app, err)
 	}
+	done := make(chan struct{})
 	s.apps.mu.Lock()
 	if s.apps.pids == nil {
 		s.apps.pids = map[int]string{}
@@ -74,8 +124,9 @@ func (s *Server) startApp(app string, args []string) (int, error) {
 		s.apps.mu.Lock()
 		delete(s.apps.pids, pid)
 		s.apps.mu.Unlock()
+		close(done)
 	}()
-	return pid, nil
+	return pid, done, nil
 }
 
 func (s *Server) appPIDs(app string) map[int]bool {
@@ -138,7 +189,7 @@ func (s *Server) Relaunch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if _, err := s.startApp(a.App, a.Args); err != nil {
+		if _, _, err := s.startApp(a.App, a.Args); err != nil {
 			return fmt.Errorf("guest: relaunch %s: %w", a.App, err)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
@@ -23,11 +22,7 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-const (
-	maxSettle          = 2 * time.Second
-	settleInterval     = 15 * time.Millisecond
-	defaultJPEGQuality = 80
-)
+const defaultJPEGQuality = 80
 
 // FrameHash is the frame identity: XXH3-128 of the raw RGB24 bytes with the
 // dimensions folded into the seed, as 32 lowercase hex chars.
@@ -43,6 +38,16 @@ type frame struct {
 	hash    string
 	pointer [2]int
 	display aci.Display
+	same    bool // no damage since the last capture, whose hash the caller holds: nothing captured
+}
+
+// lastCapture is what the last capture showed and the damage seen by then.
+type lastCapture struct {
+	conn   *xconn // nil: no capture to compare with
+	seq    uint64
+	src    aci.Rect
+	ow, oh int
+	hash   string
 }
 
 func validateObserve(o wire.ObserveArgs) error {
@@ -51,8 +56,11 @@ func validateObserve(o wire.ObserveArgs) error {
 	default:
 		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want png, jpeg or raw)", o.Format)
 	}
-	if o.MaxLongEdge < 0 || o.Quality < 0 || o.Quality > 100 || o.SettleMS < 0 {
-		return aci.Errorf(aci.CodeBadRequest, "observe: negative or out-of-range max_long_edge/quality/settle_ms")
+	if o.MaxLongEdge < 0 || o.Quality < 0 || o.Quality > 100 {
+		return aci.Errorf(aci.CodeBadRequest, "observe: negative or out-of-range max_long_edge/quality")
+	}
+	if err := o.Settle.Validate(); err != nil {
+		return err
 	}
 	if _, _, err := parseScope(o.Scope); err != nil {
 		return err
@@ -77,9 +85,10 @@ func parseScope(scope string) (string, xproto.Window, error) {
 	return "", 0, aci.Errorf(aci.CodeBadRequest, "observe: bad scope %q (want screen, active_window or window:<id>)", scope)
 }
 
-// observe captures (settling if asked), answers not_modified on a hash
-// match, and otherwise encodes.
-func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, error) {
+// observe settles (when asked), captures, answers not_modified on a hash
+// match, and otherwise encodes. m, when set, is where an action began: the
+// settle then waits for the action's damage.
+func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark) (*wire.Shot, error) {
 	if err := validateObserve(o); err != nil {
 		return nil, err
 	}
@@ -87,7 +96,22 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, e
 	if format == "" {
 		format = aci.FormatPNG
 	}
-	f, err := s.capture(ctx, o)
+	var info *aci.SettleInfo
+	if o.Settle != nil && o.Settle.MaxMS > 0 {
+		afterInput := m != nil || o.AfterInput
+		if m == nil {
+			mk, err := s.x.mark(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m = &mk
+		}
+		var err error
+		if info, err = s.x.settle(ctx, *m, *o.Settle, afterInput); err != nil {
+			return nil, err
+		}
+	}
+	f, err := s.grab(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +120,8 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, e
 			s.x.putBuf(f.rgb)
 		}
 	}()
-	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display}
-	if slices.Contains(o.IfNoneMatch, f.hash) {
+	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info}
+	if f.same || slices.Contains(o.IfNoneMatch, f.hash) {
 		shot.NotModified = true
 		return shot, nil
 	}
@@ -109,36 +133,9 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs) (*wire.Shot, e
 	return shot, nil
 }
 
-// capture grabs one frame, or with SettleMS grabs until two consecutive
-// frames hash equal (bounded by SettleMS, at most 2 s).
-func (s *Server) capture(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
-	f, err := s.grab(ctx, o)
-	if err != nil || o.SettleMS <= 0 {
-		return f, err
-	}
-	end := time.Now().Add(min(time.Duration(o.SettleMS)*time.Millisecond, maxSettle))
-	for time.Now().Before(end) {
-		select {
-		case <-ctx.Done():
-			return f, nil
-		case <-time.After(min(settleInterval, time.Until(end))):
-		}
-		next, err := s.grab(ctx, o)
-		if err != nil {
-			s.x.putBuf(f.rgb)
-			return nil, err
-		}
-		same := next.hash == f.hash
-		s.x.putBuf(f.rgb)
-		f = next
-		if same {
-			break
-		}
-	}
-	return f, nil
-}
-
-// grab captures the scope's rectangle and converts it to RGB24.
+// grab captures the scope's rectangle and converts it to RGB24. With DAMAGE,
+// a screen that has not changed since the last capture, whose hash the caller
+// holds, is answered from that capture without reading a pixel.
 func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 	kind, win, _ := parseScope(o.Scope)
 	f := &frame{}
@@ -163,10 +160,6 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 				return aci.Errorf(aci.CodeNotFound, "observe: window %d is off screen", win)
 			}
 		}
-		bgrx, stride, err := x.getImage(src)
-		if err != nil {
-			return err
-		}
 		ow, oh := scaledSize(src.W, src.H, o.MaxLongEdge)
 		f.w, f.h = ow, oh
 		f.display = aci.Display{W: x.w, H: x.h, SourceRect: src, Delivered: aci.Rect{W: ow, H: oh}}
@@ -175,17 +168,37 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		if err != nil {
 			return err
 		}
+		var seq uint64
+		if x.dmg.ok {
+			if err := x.barrier(ctx); err != nil {
+				return err
+			}
+			seq = x.dmg.snap().seq
+			l := d.last
+			if l.conn == x && l.seq == seq && l.src == src && l.ow == ow && l.oh == oh && slices.Contains(o.IfNoneMatch, l.hash) {
+				f.hash, f.same = l.hash, true
+				return nil
+			}
+		}
+		bgrx, stride, err := x.getImage(src)
+		if err != nil {
+			return err
+		}
 		// The same source pixels give the same frame: when they match the
 		// last capture's and the caller holds that frame, skip converting.
 		key := sourceKey(bgrx, src, ow, oh)
 		if key == d.lastKey && slices.Contains(o.IfNoneMatch, d.lastHash) {
 			f.hash = d.lastHash
-			return nil
+		} else {
+			f.rgb = d.getBuf(ow * oh * 3)
+			toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
+			f.hash = FrameHash(f.rgb, ow, oh)
+			d.lastKey, d.lastHash = key, f.hash
 		}
-		f.rgb = d.getBuf(ow * oh * 3)
-		toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
-		f.hash = FrameHash(f.rgb, ow, oh)
-		d.lastKey, d.lastHash = key, f.hash
+		d.last = lastCapture{src: src, ow: ow, oh: oh, hash: f.hash}
+		if x.dmg.ok {
+			d.last.conn, d.last.seq = x, seq
+		}
 		return nil
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
@@ -38,9 +39,10 @@ const xTimeout = 3 * time.Second
 // (X input must be serialized anyway), each under a deadline: an X server
 // that stops answering costs one display_error and a reconnect, never a hang.
 type display struct {
-	name string
-	sem  chan struct{}
-	cur  *xconn // guarded by sem
+	name     string
+	sem      chan struct{}
+	noDamage bool   // health probes: no DAMAGE object
+	cur      *xconn // guarded by sem
 
 	clipMu   sync.Mutex
 	clipText string // text this guest offers as CLIPBOARD owner
@@ -50,6 +52,7 @@ type display struct {
 
 	lastKey  xxh3.Uint128 // source pixels of the last converted capture (guarded by sem)
 	lastHash string       // and its frame hash
+	last     lastCapture  // the last capture, for not_modified without capturing (guarded by sem)
 }
 
 func newDisplay(name string) *display {
@@ -79,11 +82,17 @@ type xconn struct {
 	props   chan xproto.PropertyNotifyEvent  // INCR reads
 	incr    map[incrKey]*incrSend            // INCR sends, owned by the event loop
 	owned   atomic.Bool                      // we own CLIPBOARD
+
+	dmg         damageState   // screen damage (settle.go)
+	barrierAtom atomic.Uint32 // the barrier property, read by the event loop
+	windowsWake chan struct{} // closed and replaced when the window list may have changed
+	windowsMu   sync.Mutex
 }
 
 type screenInfo struct {
-	w, h int
-	shm  bool
+	w, h   int
+	shm    bool
+	damage bool
 }
 
 func displayErr(format string, args ...any) *aci.Error {
@@ -236,7 +245,8 @@ func (d *display) connectOnce() (*xconn, error) {
 	}
 	x := &xconn{d: d, nc: nc, c: c, dead: make(chan struct{}), atoms: map[string]xproto.Atom{},
 		sel: make(chan xproto.SelectionNotifyEvent, 1), props: make(chan xproto.PropertyNotifyEvent, 64),
-		incr: map[incrKey]*incrSend{}}
+		incr: map[incrKey]*incrSend{}, windowsWake: make(chan struct{})}
+	x.dmg.wake = make(chan struct{})
 	go x.eventLoop()
 	if err := x.setup(); err != nil {
 		x.kill()
@@ -276,10 +286,18 @@ func (x *xconn) setup() error {
 	x.clipWin = win
 	// Intern up front what the event loop needs, so it never waits on a reply.
 	for _, name := range []string{"CLIPBOARD", "TARGETS", "UTF8_STRING", "TEXT", "INCR", clipProperty,
-		"_NET_SUPPORTING_WM_CHECK", "_NET_ACTIVE_WINDOW", "_NET_CLIENT_LIST", "_NET_WM_NAME", "_NET_WM_PID"} {
+		"_NET_SUPPORTING_WM_CHECK", "_NET_ACTIVE_WINDOW", "_NET_CLIENT_LIST", "_NET_WM_NAME", "_NET_WM_PID", barrierProperty} {
 		if _, err := x.atom(name); err != nil {
 			return err
 		}
+	}
+	b, _ := x.atom(barrierProperty)
+	x.barrierAtom.Store(uint32(b))
+	// Window list changes (launch_app waits for its window on them).
+	xproto.ChangeWindowAttributes(x.c, x.root, xproto.CwEventMask,
+		[]uint32{xproto.EventMaskPropertyChange | xproto.EventMaskSubstructureNotify})
+	if !x.d.noDamage {
+		x.initDamage()
 	}
 	return nil
 }
@@ -334,8 +352,16 @@ func (x *xconn) eventLoop() {
 			case x.sel <- e:
 			default:
 			}
+		case damage.NotifyEvent:
+			x.onDamage()
+		case xproto.MapNotifyEvent:
+			x.windowsChanged()
 		case xproto.PropertyNotifyEvent:
-			if e.Window == x.clipWin {
+			if x.isBarrier(e) {
+				x.dmg.bump(false)
+			} else if e.Window == x.root {
+				x.windowsChanged()
+			} else if e.Window == x.clipWin {
 				select {
 				case x.props <- e:
 				default:
@@ -383,7 +409,7 @@ func (d *display) info(ctx context.Context) (screenInfo, error) {
 	var si screenInfo
 	err := d.run(ctx, 0, func(x *xconn) error {
 		x.initSHM()
-		si = screenInfo{w: x.w, h: x.h, shm: x.shmOK}
+		si = screenInfo{w: x.w, h: x.h, shm: x.shmOK, damage: x.dmg.ok}
 		return nil
 	})
 	return si, err

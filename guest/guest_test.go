@@ -74,6 +74,11 @@ func serveOn(t testing.TB, sess *guest.Session) *desk {
 	served := make(chan struct{})
 	go func() { defer close(served); srv.Serve(context.Background(), ln) }()
 	t.Cleanup(func() { srv.Close(); <-served })
+	return dialDesk(t, sess, srv, sock)
+}
+
+func dialDesk(t testing.TB, sess *guest.Session, srv *guest.Server, sock string) *desk {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl, err := client.Dial(ctx, "unix", sock)
@@ -222,8 +227,11 @@ func TestClickThroughDownscaledFrame(t *testing.T) {
 	}
 	for _, fp := range [][2]int{{0, 0}, {57, 33}, {199, 149}} {
 		r.Reset()
-		sx, sy := shot.Display.ToScreen(float64(fp[0])+0.5, float64(fp[1])+0.5)
-		act(t, d, aci.Action{Verb: aci.Click, Target: aci.Px(sx, sy)})
+		st, err := aci.Coords{Space: aci.CoordsFrame}.MapTarget(aci.Target{Kind: aci.PointPx, X: float64(fp[0]), Y: float64(fp[1])}, &shot.Display)
+		if err != nil {
+			t.Fatal(err)
+		}
+		act(t, d, aci.Action{Verb: aci.Click, Target: &st})
 		p := waitPresses(t, r, 1)[0]
 		// The screen pixels that frame pixel averages.
 		x0, x1 := fp[0]*testW/200, (fp[0]+1)*testW/200
@@ -452,7 +460,7 @@ func TestObserveAfterAct(t *testing.T) {
 	recorder(t, d, 0, 0, testW, testH)
 	ctx := ctxT(t)
 	first, err := d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.Move, Target: aci.Px(5, 5)},
-		Observe: &wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG, SettleMS: 200}}})
+		Observe: &wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG, Settle: &aci.Settle{QuietMS: 20, MaxMS: 200}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +665,7 @@ func TestSessionWithWindowManager(t *testing.T) {
 			t.Fatalf("list_windows under openbox: ewmh false")
 		}
 		for i, w := range ws.Windows {
-			if w.Name == "shinken-term" {
+			if w.Title == "shinken-term" {
 				found = &ws.Windows[i]
 			}
 		}

@@ -24,7 +24,7 @@ const (
 var guestVerbs = []aci.Verb{
 	aci.Click, aci.DoubleClick, aci.RightClick, aci.Move, aci.Scroll, aci.Drag, aci.MouseDown, aci.MouseUp,
 	aci.TypeText, aci.Key, aci.Wait, aci.Screenshot, aci.LaunchApp, aci.ActivateWindow,
-	aci.ClipboardGet, aci.ClipboardSet,
+	aci.ClipboardGet, aci.ClipboardSet, aci.ListWindows,
 }
 
 func verbNames() []string {
@@ -47,11 +47,24 @@ func (s *Server) act(ctx context.Context, a wire.ActArgs) (*wire.ActResult, erro
 		}
 	}
 	res := &wire.ActResult{}
+	// Settling starts from the damage seen before the action, so that the
+	// action's own drawing is what the settle waits for.
+	var m *damageMark
+	if a.Observe != nil && a.Observe.Settle != nil && a.Observe.Settle.MaxMS > 0 {
+		mk, err := s.x.mark(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = &mk
+	}
 	if err := s.do(ctx, a.Action, res); err != nil {
 		return nil, err
 	}
+	if m != nil {
+		m.start = time.Now()
+	}
 	if a.Observe != nil {
-		shot, err := s.observe(ctx, *a.Observe)
+		shot, err := s.observe(ctx, *a.Observe, m)
 		if err != nil {
 			return nil, err
 		}
@@ -86,6 +99,13 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 		return s.clipboardGet(ctx, res)
 	case aci.ClipboardSet:
 		return s.clipboardSet(ctx, a.Text)
+	case aci.ListWindows:
+		ws, err := s.listWindows(ctx)
+		if err != nil {
+			return err
+		}
+		res.Windows = ws.Windows
+		return s.pointerInto(ctx, res)
 	case aci.Done, aci.Fail:
 		return aci.Errorf(aci.CodeUnsupported, "%s is handled by the env server, not the guest", a.Verb)
 	case aci.Click, aci.DoubleClick, aci.RightClick, aci.Move, aci.Scroll, aci.Drag, aci.MouseDown, aci.MouseUp,

@@ -93,7 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:   cfg,
 		x:     newDisplay(cfg.Display),
-		hx:    newDisplay(cfg.Display),
+		hx:    &display{name: cfg.Display, sem: make(chan struct{}, 1), noDamage: true},
 		procs: newProcTable(),
 		execs: make(chan struct{}, cfg.MaxExec),
 		lns:   make(map[net.Listener]struct{}),
@@ -337,7 +337,7 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 		if err := decodeArgs(m, &a); err != nil {
 			return nil, err
 		}
-		return s.observe(ctx, a)
+		return s.observe(ctx, a, nil)
 	case wire.MethodListWindows:
 		return s.listWindows(ctx)
 	case wire.MethodExec:
@@ -402,6 +402,7 @@ func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) 
 	if info, err := s.x.info(ctx); err == nil {
 		w.Screen = wire.Size{W: info.w, H: info.h}
 		w.SHM = info.shm
+		w.Damage = info.damage
 	}
 	return &w, nil
 }

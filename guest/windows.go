@@ -45,7 +45,7 @@ func (x *xconn) windows() (*wire.Windows, error) {
 			continue // gone meanwhile
 		}
 		name, class := x.windowName(id), x.windowClass(id)
-		out.Windows = append(out.Windows, wire.Window{ID: uint32(id), Name: name, Class: class, PID: x.windowPID(id), Active: id == active, Rect: r})
+		out.Windows = append(out.Windows, wire.Window{ID: uint32(id), Title: name, Class: class, PID: x.windowPID(id), Focused: id == active, Geometry: r})
 	}
 	return out, nil
 }
@@ -160,7 +160,8 @@ func (x *xconn) windowPID(w xproto.Window) int {
 }
 
 // activateWindow raises and focuses a window named by id, or the first
-// window of an app (matched by WM_CLASS or by the pid launch_app returned).
+// window of an app: matched by WM_CLASS (class or instance) or by the pid
+// launch_app returned, else the first whose title contains app (any case).
 func (s *Server) activateWindow(ctx context.Context, a aci.Action, res *wire.ActResult) error {
 	if a.WindowID == 0 && a.App == "" {
 		return invalid("activate_window needs window_id or app")
@@ -178,6 +179,11 @@ func (s *Server) activateWindow(ctx context.Context, a aci.Action, res *wire.Act
 				if strings.EqualFold(win.Class, a.App) || strings.EqualFold(x.windowInstance(id), a.App) || pids[win.PID] {
 					w = id
 					break
+				}
+			}
+			for _, win := range list.Windows {
+				if w == 0 && strings.Contains(strings.ToLower(win.Title), strings.ToLower(a.App)) {
+					w = xproto.Window(win.ID)
 				}
 			}
 			if w == 0 {

@@ -62,7 +62,8 @@ func (p *OpenAI) Start(_ context.Context, task api.TaskInfo, _ int64) (Agent, er
 // SystemPrompt is the default system prompt for a dialect.
 func SystemPrompt(dialect string) string {
 	base := "You control a Linux desktop through its screen. Each turn you get a screenshot; " +
-		"reply with the next action(s). Coordinates are screen pixels. "
+		"reply with the next action(s). Coordinates are pixels of the screenshot you were shown " +
+		"((0, 0) is its top-left corner; each turn says its size). "
 	switch dialect {
 	case "xml":
 		return base + `Write each action as a tool call: <tool_call>{"name": "computer", "arguments": {"action": "left_click", "coordinate": [x, y]}}</tool_call>. ` +
@@ -134,6 +135,9 @@ func (a *openaiAgent) Act(ctx context.Context, turn Turn) (Decision, error) {
 	}
 	if turn.LastError != nil {
 		text += fmt.Sprintf(" Your last action failed: %s: %s.", turn.LastError.Code, turn.LastError.Message)
+	}
+	if turn.Frame != nil && turn.Obs != nil {
+		text += fmt.Sprintf(" The screenshot is %dx%d pixels.", turn.Obs.W, turn.Obs.H)
 	}
 	parts = append(parts, contentPart{Type: "text", Text: text})
 	if turn.Frame != nil && turn.Obs != nil {

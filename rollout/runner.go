@@ -499,6 +499,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 			text := dec.Text
 			se.Text, se.Dialect = &text, dec.Dialect
 		}
+		se.Coords = stepCoords(r.cfg.Observe, dec)
 		req := &api.StepRequest{Steps: []api.StepEnv{se}, Observe: r.cfg.Observe}
 		if obs != nil {
 			req.Have = []string{obs.Frame}

@@ -7,6 +7,9 @@
 // Protocol history:
 //
 //	1 (2026-12): healthz, metrics, spec, reset, step, fork, close, episodes.
+//	1 (2026-12, later): observe.settle replaces settle_ms; info.settle and
+//	             info.results; step and reset coords; reset max_steps;
+//	             list_windows verb.
 package api
 
 import (
@@ -24,6 +27,12 @@ type ResetEnv struct {
 	EnvID string `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
 	Task  string `msgpack:"task" json:"task"`
 	Seed  *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Coords is the env's default coordinate space for its steps: a string
+	// (screen, frame, norm, norm1000) or {w, h}; see aci.ParseCoords.
+	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
+	// MaxSteps lowers the episode's step budget (capped by the task's and
+	// the server's); 0 keeps the task's.
+	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
 }
 
 // ResetRequest is POST /v1/reset.
@@ -50,6 +59,9 @@ type StepEnv struct {
 	Text    *string      `msgpack:"text,omitempty" json:"text,omitempty"`
 	Dialect string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
 	Tokens  *Tokens      `msgpack:"tokens,omitempty" json:"tokens,omitempty"`
+	// Coords is the coordinate space of this step's actions and text,
+	// overriding the env's default and the dialect's; see aci.ParseCoords.
+	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
 }
 
 // StepRequest is POST /v1/step.
@@ -86,6 +98,14 @@ type Info struct {
 	ForkOf     string           `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
 	Timings    map[string]int64 `msgpack:"timings,omitempty" json:"timings,omitempty"` // microseconds
 	Extra      map[string]any   `msgpack:"extra,omitempty" json:"extra,omitempty"`
+	// Settle says how the observation was settled (nil: it was not).
+	Settle *aci.SettleInfo `msgpack:"settle,omitempty" json:"settle,omitempty"`
+	// Results has one entry per action of the step, in order.
+	Results []aci.ActionResult `msgpack:"results,omitempty" json:"results,omitempty"`
+	// MaxSteps is the episode's step budget (reset and fork).
+	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
+	// Coords is the coordinate space the step's actions were read in.
+	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
 }
 
 // Result is one env's slot in a reset/step/fork reply. When Error is set the

@@ -82,14 +82,14 @@ func goldenValues() map[string]any {
 		"reset_request": ResetRequest{
 			Envs: []ResetEnv{
 				{Task: "xterm-hello-file", Seed: ptr(int64(7))},
-				{EnvID: "env-1", Task: "xterm-hello-file"},
+				{EnvID: "env-1", Task: "xterm-hello-file", Coords: "frame", MaxSteps: 5},
 			},
 			Observe: &Observe{Format: aci.FormatPNG, MaxLongEdge: 1024},
 			Have:    []string{hashA},
 		},
 		"step_request": StepRequest{
 			Steps: []StepEnv{
-				{EnvID: "env-1", Action: &aci.Action{Verb: aci.Click, Target: aci.Px(200, 150.5), Button: "left"}},
+				{EnvID: "env-1", Action: &aci.Action{Verb: aci.Click, Target: aci.Px(200, 150.5), Button: "left"}, Coords: "frame"},
 				{EnvID: "env-2", Actions: []aci.Action{
 					{Verb: aci.TypeText, Text: "echo 'hello shinken' > ~/hello.txt"},
 					{Verb: aci.Key, Keys: "Return"},
@@ -100,14 +100,14 @@ func goldenValues() map[string]any {
 					{Verb: aci.Wait, MS: 300},
 					{Verb: aci.Click, X: ptr(5.0), Y: ptr(6.0), Modifiers: []string{"ctrl"}},
 				}},
-				{EnvID: "env-3", Text: ptr("pyautogui.click(10, 20)"), Dialect: "pyautogui", Tokens: &Tokens{
+				{EnvID: "env-3", Text: ptr("pyautogui.click(10, 20)"), Dialect: "pyautogui", Coords: map[string]any{"w": 1000, "h": 625}, Tokens: &Tokens{
 					PromptIDs:        []int{1, 2, 3, 70000},
 					ResponseIDs:      []int{4, 5},
 					ResponseLogprobs: []float64{-0.5, -1.25},
 					FinishReason:     "stop",
 				}},
 			},
-			Observe: &Observe{Format: aci.FormatRaw, Scope: aci.ScopeActiveWindow, SettleMS: 50},
+			Observe: &Observe{Format: aci.FormatRaw, Scope: aci.ScopeActiveWindow, Settle: &aci.Settle{FirstMS: 100, QuietMS: 50, MaxMS: 1500}},
 			Have:    []string{hashA, hashB},
 		},
 		"fork_request":  ForkRequest{EnvID: "env-1", N: 4, Observe: &Observe{Format: aci.FormatJPEG, Quality: 80}},
@@ -125,10 +125,17 @@ func goldenValues() map[string]any {
 				{EnvID: "env-1", Obs: goldenObs(hashB), Reward: 1, Terminated: true, Info: &Info{
 					Step: 3, ExitReason: string(trajectory.TaskComplete), Task: "xterm-hello-file",
 					Timings: map[string]int64{"act_us": 12000, "verify_us": 250000, "capture_us": 800},
+					Settle:  &aci.SettleInfo{WaitedMS: 74, Damaged: true},
+					Results: []aci.ActionResult{{Status: aci.StatusOK, Text: ptr("copied")}, {Status: aci.StatusOK, PID: 321, WindowID: 4194305},
+						{Status: aci.StatusOK, Windows: []aci.Window{{ID: 4194305, Title: "Terminal", Class: "XTerm", PID: 321, Focused: true, Geometry: aci.Rect{X: 10, Y: 20, W: 640, H: 400}}}},
+						{Status: aci.StatusOK}},
+					Coords: "frame",
 				}},
 				{EnvID: "env-2", Obs: goldenObs(hashA), Reward: 0, Truncated: true, Info: &Info{
 					Step: 10, ExitReason: string(trajectory.MaxSteps),
-					Error: &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"},
+					Error:   &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"},
+					Settle:  &aci.SettleInfo{WaitedMS: 1500, Damaged: true, TimedOut: true},
+					Results: []aci.ActionResult{{Status: string(aci.CodeInvalidAction), Error: &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"}}, {Status: aci.StatusSkipped}},
 				}},
 				{EnvID: "env-3", Error: &aci.Error{Code: aci.CodeDialectError, Message: "cannot parse model output", Detail: map[string]any{"snippet": "pyautogui.clik("}}},
 			},

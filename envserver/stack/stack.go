@@ -101,7 +101,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		MaxBatch: cfg.MaxBatch, MaxBodyBytes: cfg.MaxBodyBytes, FrameCacheBytes: cfg.FrameCacheBytes,
 		Concurrency: cfg.Concurrency, IdleTTL: time.Duration(cfg.IdleTTL),
 		StepTimeout: time.Duration(cfg.StepTimeout), ResetTimeout: time.Duration(cfg.ResetTimeout),
-		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, PoolSize: cfg.Pool, Logf: logf,
+		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, MaxSteps: cfg.MaxSteps, PoolSize: cfg.Pool, Logf: logf,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
 	})

@@ -16,6 +16,10 @@
 //	             put_file, health.
 //	  (2026-12): score (additive): freeze the agent's processes, run the
 //	             verifier as the scoring identity.
+//	1 (2026-12, later): observe.settle {first_ms, quiet_ms, max_ms} replaces
+//	             settle_ms (settling on X DAMAGE); shots carry settle info;
+//	             observe after_input; act list_windows; windows as aci.Window
+//	             (title, focused, geometry); welcome damage.
 package wire
 
 import (
@@ -163,14 +167,19 @@ type Welcome struct {
 	FrameDedup      bool     `msgpack:"frame_dedup"`
 	ObserveAfterAct bool     `msgpack:"observe_after_act"`
 	Screen          Size     `msgpack:"screen"`
-	SHM             bool     `msgpack:"shm"` // MIT-SHM capture in use (else GetImage)
+	SHM             bool     `msgpack:"shm"`    // MIT-SHM capture in use (else GetImage)
+	Damage          bool     `msgpack:"damage"` // X DAMAGE available: observations settle on it
 }
 
 // ObserveArgs asks for a capture. IfNoneMatch lists frame hashes the caller
-// already holds: a match answers NotModified with no encode.
+// already holds: a match answers NotModified with no encode. Settle (nil: no
+// settling) bounds the wait for the screen to settle first; AfterInput makes
+// a plain capture settle as an action's does (waiting up to first_ms for the
+// screen to start changing), for a desktop that was just set up or restored.
 type ObserveArgs struct {
 	aci.Observe `msgpack:",inline"`
 	IfNoneMatch []string `msgpack:"if_none_match,omitempty"`
+	AfterInput  bool     `msgpack:"after_input,omitempty"`
 }
 
 // Shot is one capture.
@@ -183,6 +192,8 @@ type Shot struct {
 	Display     aci.Display `msgpack:"display"`
 	NotModified bool        `msgpack:"not_modified,omitempty"`
 	Data        []byte      `msgpack:"data,omitempty"` // encoded image; nil when NotModified
+	// Settle says how the capture was settled; nil when it was not.
+	Settle *aci.SettleInfo `msgpack:"settle,omitempty"`
 }
 
 // ActArgs runs one action and, when Observe is set, captures afterwards in the
@@ -194,22 +205,16 @@ type ActArgs struct {
 
 // ActResult acknowledges an action.
 type ActResult struct {
-	Pointer   [2]int `msgpack:"pointer"`
-	Clipboard string `msgpack:"clipboard,omitempty"` // clipboard_get
-	WindowID  uint32 `msgpack:"window_id,omitempty"` // launch_app (when its window appeared) / activate_window
-	PID       int    `msgpack:"pid,omitempty"`       // launch_app
-	Obs       *Shot  `msgpack:"obs,omitempty"`
+	Pointer   [2]int   `msgpack:"pointer"`
+	Clipboard string   `msgpack:"clipboard,omitempty"` // clipboard_get
+	WindowID  uint32   `msgpack:"window_id,omitempty"` // launch_app (once its window is mapped) / activate_window
+	PID       int      `msgpack:"pid,omitempty"`       // launch_app
+	Windows   []Window `msgpack:"windows,omitempty"`   // list_windows
+	Obs       *Shot    `msgpack:"obs,omitempty"`
 }
 
 // Window is one top-level window.
-type Window struct {
-	ID     uint32   `msgpack:"id"`
-	Name   string   `msgpack:"name"`
-	Class  string   `msgpack:"class,omitempty"`
-	PID    int      `msgpack:"pid,omitempty"`
-	Active bool     `msgpack:"active,omitempty"`
-	Rect   aci.Rect `msgpack:"rect"`
-}
+type Window = aci.Window
 
 // Windows answers list_windows.
 type Windows struct {

@@ -474,7 +474,7 @@ func testForkRelaunchesApps(t *testing.T, p pool.Provider) {
 			return false
 		}
 		for _, w := range ws.Windows {
-			if strings.Contains(strings.ToLower(w.Class+" "+w.Name), "xterm") || w.Name == "relaunched" {
+			if strings.Contains(strings.ToLower(w.Class+" "+w.Title), "xterm") || w.Title == "relaunched" {
 				return true
 			}
 		}

@@ -50,10 +50,28 @@ def _client(url_or_client: Union[str, Client], token: Optional[str], timeout: fl
     return Client(url_or_client, token, timeout=timeout)
 
 
-def _step_map(env_id: str, action: Action, dialect: Optional[str], tokens: Any) -> Dict[str, Any]:
+# Dialects whose coordinates are pixels of the image the model saw.
+_PIXEL_DIALECTS = frozenset(("pyautogui", "xml", "json"))
+
+
+def _reshapes(observe: Optional[Dict[str, Any]]) -> bool:
+    """Whether the observe request delivers something other than the whole
+    screen at full size (a downscale or a crop)."""
+    o = observe or {}
+    return bool(o.get("max_long_edge")) or o.get("scope", "screen") != "screen"
+
+
+def _step_map(env_id: str, action: Action, dialect: Optional[str], tokens: Any,
+              observe: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """One step's wire map. When the frame is downscaled or cropped, typed
+    actions and pixel-dialect text are read in frame pixels (coords "frame"):
+    the server maps them back through the frame's display descriptor. Text of
+    other dialects keeps its family's own default space."""
+    frame = _reshapes(observe)
     if isinstance(action, str):
-        return wire.step_env(env_id, text=action, dialect=dialect, toks=tokens)
-    return wire.step_env(env_id, action, toks=tokens)
+        coords = "frame" if frame and (dialect or "auto") in _PIXEL_DIALECTS else None
+        return wire.step_env(env_id, text=action, dialect=dialect, toks=tokens, coords=coords)
+    return wire.step_env(env_id, action, toks=tokens, coords="frame" if frame else None)
 
 
 def _info(s: Slot) -> Dict[str, Any]:
@@ -79,7 +97,9 @@ class Env(_EnvBase):
     ``url`` is the server's base URL (or a shared Client). ``task`` is the task
     id (overridable per reset with ``options={"task": ...}``). ``observe`` is
     the observation request (a format string or a dict of format,
-    max_long_edge, quality, scope, settle_ms; None = the server's default).
+    max_long_edge, quality, scope, settle; None = the server's default). When
+    it downscales or crops, typed actions (and pyautogui/xml/json text) are
+    given in pixels of the delivered frame: the server maps them back.
     ``obs_mode`` "array" returns the decoded frame as a read-only uint8 array
     (H, W, 3); "bytes" returns the encoded image as sent. ``dialect`` is the
     default dialect for model text passed to step().
@@ -127,7 +147,9 @@ class Env(_EnvBase):
         if s.obs is None:
             return None
         d = s.obs.get("display") or {}
-        if d.get("w") and d.get("h"):
+        if _reshapes(self.observe):  # actions are given in frame pixels
+            self.action_space.screen = (s.obs["w"], s.obs["h"])
+        elif d.get("w") and d.get("h"):
             self.action_space.screen = (d["w"], d["h"])
         if self.obs_mode == "bytes":
             return s.frame
@@ -169,7 +191,7 @@ class Env(_EnvBase):
         """
         if self.env_id is None:
             raise ShinkenError("step before reset")
-        req = _step_map(self.env_id, action, dialect or self.dialect, tokens)
+        req = _step_map(self.env_id, action, dialect or self.dialect, tokens, self.observe)
         slot = self.client.step([req], self.observe)[0]
         if slot.error is not None:
             raise slot.error
@@ -328,7 +350,9 @@ class VectorEnv:
             rew[k], term[k], trunc[k] = s.reward, s.terminated, s.truncated
             self._needs_reset[i] = self.autoreset is not None and (s.terminated or s.truncated)
             d = (s.obs or {}).get("display") or {}
-            if d.get("w"):
+            if s.obs is not None and _reshapes(self.observe):  # actions in frame pixels
+                self.single_action_space.screen = (s.obs["w"], s.obs["h"])
+            elif d.get("w"):
                 self.single_action_space.screen = (d["w"], d["h"])
         batched: Any = obs
         if self.obs_mode == "array" and obs and all(o is not None for o in obs) \
@@ -374,7 +398,7 @@ class VectorEnv:
         again = [i for i in range(self.num_envs) if self._needs_reset[i]]
         live = [i for i in range(self.num_envs) if not self._needs_reset[i]]
         reqs = [_step_map(self.env_ids[i], actions[i], dialect or self.dialect,
-                          tokens[i] if tokens is not None else None) for i in live]
+                          tokens[i] if tokens is not None else None, self.observe) for i in live]
         slots: List[Optional[Slot]] = [None] * self.num_envs
         if again:
             reset = self.client.reset([wire.reset_env(self.tasks[i], self.env_ids[i]) for i in again],

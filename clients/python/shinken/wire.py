@@ -28,7 +28,8 @@ _ACTION_FIELDS = (
 )
 _ACTION_KEYS = frozenset(k for k, _ in _ACTION_FIELDS)
 _OBSERVE_FIELDS = (("format", "str"), ("max_long_edge", "int"), ("quality", "int"),
-                   ("scope", "str"), ("settle_ms", "int"))
+                   ("scope", "str"), ("settle", "settle"))
+_SETTLE_KEYS = ("first_ms", "quiet_ms", "max_ms")  # aci.Settle, Go order
 _OBSERVE_KEYS = frozenset(k for k, _ in _OBSERVE_FIELDS)
 _TOKENS_KEYS = frozenset(("prompt_ids", "response_ids", "response_logprobs", "finish_reason"))
 
@@ -148,10 +149,43 @@ def observe_map(o: Any) -> Optional[Dict[str, Any]]:
         v = o.get(key)
         if v is None:
             continue
+        if kind == "settle":
+            out[key] = settle_map(v)
+            continue
         v = _str(key, v) if kind == "str" else _int(key, v)
         if v:
             out[key] = v
     return out
+
+
+def settle_map(v: Any) -> Dict[str, Any]:
+    """Normalizes observe.settle: {first_ms?, quiet_ms, max_ms} (max_ms 0: no settling)."""
+    if not isinstance(v, Mapping):
+        raise BadRequest("observe.settle: want a dict {first_ms?, quiet_ms, max_ms}")
+    extra = set(v) - set(_SETTLE_KEYS)
+    if extra:
+        raise BadRequest(f"observe.settle: unknown field(s) {sorted(extra)}")
+    out: Dict[str, Any] = {}
+    first = _int("settle.first_ms", v.get("first_ms", 0))
+    if first:
+        out["first_ms"] = first
+    out["quiet_ms"] = _int("settle.quiet_ms", v.get("quiet_ms", 0))
+    out["max_ms"] = _int("settle.max_ms", v.get("max_ms", 0))
+    return out
+
+
+def coords_value(v: Any) -> Any:
+    """Normalizes a coordinate space: "screen", "frame", "norm", "norm1000",
+    or {w, h} for pixels of a w×h image covering the delivered frame."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, Mapping):
+        if set(v) != {"w", "h"}:
+            raise BadRequest("coords: want exactly {w, h}")
+        return {"h": _int("coords.h", v["h"]), "w": _int("coords.w", v["w"])}  # sorted, as Go writes maps
+    if isinstance(v, (tuple, list)) and len(v) == 2:
+        return {"h": _int("coords.h", v[1]), "w": _int("coords.w", v[0])}
+    raise BadRequest("coords: want a space name or {w, h}")
 
 
 def _ids(name: str, v: Any) -> List[int]:
@@ -189,14 +223,21 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
     return req
 
 
-def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None) -> Dict[str, Any]:
-    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id."""
+def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
+              coords: Any = None, max_steps: Optional[int] = None) -> Dict[str, Any]:
+    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id.
+    coords sets the env's default coordinate space for its steps; max_steps
+    lowers the episode's step budget."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
     e["task"] = _str("task", task)
     if seed is not None:
         e["seed"] = _int("seed", seed)
+    if coords is not None:
+        e["coords"] = coords_value(coords)
+    if max_steps:
+        e["max_steps"] = _int("max_steps", max_steps)
     return e
 
 
@@ -207,9 +248,10 @@ def reset_request(envs: Sequence[Dict[str, Any]], observe: Any = None,
 
 
 def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
-             dialect: Optional[str] = None, toks: Any = None) -> Dict[str, Any]:
+             dialect: Optional[str] = None, toks: Any = None, coords: Any = None) -> Dict[str, Any]:
     """One api.StepEnv. act is a typed action dict or a list of them; text is
-    raw model output that the server parses with dialect."""
+    raw model output that the server parses with dialect. coords names the
+    space of their coordinates ("frame": pixels of the last delivered frame)."""
     s: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
     if text is not None:
         if act is not None:
@@ -228,6 +270,8 @@ def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
     t = tokens(toks)
     if t is not None:
         s["tokens"] = t
+    if coords is not None:
+        s["coords"] = coords_value(coords)
     return s
 
 
