@@ -298,6 +298,12 @@ func clickActions(snippet string, verb aci.Verb, t *aci.Target, button string, c
 	default:
 		return nil, dialectErr(snippet, "unknown button %q", button)
 	}
+	if clicks > 10 {
+		return nil, dialectErr(snippet, "clicks=%d is too many", clicks)
+	}
+	if t == nil {
+		return clickHere(snippet, verb, button, clicks, mods)
+	}
 	a := aci.Action{Verb: verb, Target: t, Button: button, Modifiers: mods}
 	switch {
 	case clicks <= 1:
@@ -311,6 +317,26 @@ func clickActions(snippet string, verb aci.Verb, t *aci.Target, button string, c
 	out := make([]aci.Action, clicks)
 	for i := range out {
 		out[i] = a
+	}
+	return out, nil
+}
+
+// clickHere clicks where the pointer is: a click verb needs a point, so the
+// presses are mouse_down/mouse_up pairs, which do not.
+func clickHere(snippet string, verb aci.Verb, button string, clicks int, mods []string) ([]aci.Action, error) {
+	if len(mods) > 0 {
+		return nil, dialectErr(snippet, "a click holding %s needs a point", strings.Join(mods, "+"))
+	}
+	n := max(clicks, 1)
+	switch verb {
+	case aci.DoubleClick:
+		n = max(n, 2)
+	case aci.RightClick:
+		button = "right"
+	}
+	out := make([]aci.Action, 0, 2*n)
+	for range n {
+		out = append(out, aci.Action{Verb: aci.MouseDown, Button: button}, aci.Action{Verb: aci.MouseUp, Button: button})
 	}
 	return out, nil
 }

@@ -23,7 +23,6 @@ package dialect
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -34,11 +33,18 @@ const (
 	PyAutoGUI = "pyautogui"
 	XML       = "xml"
 	JSON      = "json"
+	UITARS    = "uitars"
+	Qwen      = "qwen"
+	OpenAI    = "openai_computer"
+	Anthropic = "anthropic_computer"
+	OSWorld   = "osworld"
 	Auto      = "auto"
 )
 
 // Names returns the dialect names Parse accepts, in a stable order.
-func Names() []string { return []string{PyAutoGUI, XML, JSON, Auto} }
+func Names() []string {
+	return []string{PyAutoGUI, XML, JSON, UITARS, Qwen, OpenAI, Anthropic, OSWorld, Auto}
+}
 
 // MaxText is the longest text Parse reads.
 const MaxText = 1 << 20
@@ -54,6 +60,52 @@ type Parsed struct {
 	// Coords is the dialect's default coordinate space: how its numbers are
 	// read when neither the step nor the env declares one.
 	Coords aci.Coords
+	// Answer is the text a model gave with the end of its episode
+	// (UI-TARS finished(content=...)/call_user, Qwen answer, OpenCUA
+	// computer.terminate(answer=...)); empty when it gave none.
+	Answer string
+}
+
+// parsed is what one dialect's parser returns.
+type parsed struct {
+	acts   []aci.Action
+	answer string
+}
+
+// family is one dialect: its parser and default coordinate space.
+type family struct {
+	parse  func(string) (parsed, error)
+	coords string
+}
+
+var families map[string]family
+
+func init() {
+	plain := func(f func(string) ([]aci.Action, error)) func(string) (parsed, error) {
+		return func(text string) (parsed, error) {
+			acts, err := f(text)
+			return parsed{acts: acts}, err
+		}
+	}
+	families = map[string]family{
+		PyAutoGUI: {plain(parsePyautogui), aci.CoordsScreen},
+		XML:       {plain(parseXML), aci.CoordsScreen},
+		JSON:      {plain(parseJSON), aci.CoordsScreen},
+		UITARS:    {parseUITARS, aci.CoordsNorm1000},
+		Qwen:      {parseQwen, aci.CoordsNorm1000},
+		OpenAI:    {parseOpenAI, aci.CoordsFrame},
+		Anthropic: {parseAnthropic, aci.CoordsFrame},
+		OSWorld:   {parseOSWorld, aci.CoordsScreen},
+	}
+}
+
+// DefaultCoords is the default coordinate space of a dialect (screen for
+// auto and unknown names).
+func DefaultCoords(dialect string) aci.Coords {
+	if f, ok := families[strings.ToLower(strings.TrimSpace(dialect))]; ok {
+		return aci.Coords{Space: f.coords}
+	}
+	return aci.Coords{Space: aci.CoordsScreen}
 }
 
 // Parse turns a model's raw text into actions. dialect is one of Names; an
@@ -64,69 +116,29 @@ func Parse(dialect, text string) (Parsed, error) {
 	if len(text) > MaxText {
 		return Parsed{}, dialectErr(text, "text of %d bytes is over the %d-byte limit", len(text), MaxText)
 	}
-	var (
-		acts []aci.Action
-		err  error
-		name = strings.ToLower(strings.TrimSpace(dialect))
-	)
-	switch name {
-	case PyAutoGUI:
-		acts, err = parsePyautogui(text)
-	case XML:
-		acts, err = parseXML(text)
-	case JSON:
-		acts, err = parseJSON(text)
-	case Auto, "":
-		name, acts, err = parseAuto(text)
-	default:
+	name := strings.ToLower(strings.TrimSpace(dialect))
+	if name == "" {
+		name = Auto
+	}
+	if name == Auto {
+		var err error
+		if name, err = detect(text); err != nil {
+			return Parsed{}, err
+		}
+	}
+	f, ok := families[name]
+	if !ok {
 		return Parsed{}, &aci.Error{Code: aci.CodeBadRequest,
 			Message: fmt.Sprintf("unknown dialect %q (want one of %s)", dialect, strings.Join(Names(), ", "))}
 	}
+	res, err := f.parse(text)
 	if err != nil {
 		return Parsed{}, err
 	}
-	if len(acts) == 0 {
-		return Parsed{}, dialectErr(text, "no action found in %s text", strings.ToLower(dialect))
+	if len(res.acts) == 0 {
+		return Parsed{}, dialectErr(text, "no action found in %s text", name)
 	}
-	return Parsed{Actions: acts, Dialect: name, Coords: aci.Coords{Space: aci.CoordsScreen}}, nil
-}
-
-var (
-	xmlMarker  = regexp.MustCompile(`(?i)<\s*(tool_call|invoke|function_calls|function\s*=|action[\s>/])`)
-	verbMarker = regexp.MustCompile(`(?i)<\s*([a-z_]+)[\s>/]`)
-	pyMarker   = regexp.MustCompile("pyautogui\\.|time\\.sleep\\(|```(python|py)\\b")
-	codeMarker = regexp.MustCompile(`(?m)^\s*(?:` + "```" + `\s*)?(WAIT|DONE|FAIL)\b`)
-	jsonMarker = regexp.MustCompile(`[{\[]\s*"`)
-)
-
-// parseAuto picks a dialect from the text's shape: XML tool calls first (they
-// often wrap JSON), then pyautogui code, then JSON, then the bare codes.
-func parseAuto(text string) (string, []aci.Action, error) {
-	var (
-		acts []aci.Action
-		err  error
-	)
-	switch {
-	case xmlMarker.MatchString(text) || hasVerbElement(text):
-		acts, err = parseXML(text)
-		return XML, acts, err
-	case pyMarker.MatchString(text), codeMarker.MatchString(text) && !jsonMarker.MatchString(text):
-		acts, err = parsePyautogui(text)
-		return PyAutoGUI, acts, err
-	case jsonMarker.MatchString(text):
-		acts, err = parseJSON(text)
-		return JSON, acts, err
-	}
-	return "", nil, dialectErr(text, "no action found: text matches no dialect")
-}
-
-func hasVerbElement(text string) bool {
-	for _, m := range verbMarker.FindAllStringSubmatch(text, -1) {
-		if _, ok := actionNames[normName(m[1])]; ok {
-			return true
-		}
-	}
-	return false
+	return Parsed{Actions: res.acts, Dialect: name, Coords: aci.Coords{Space: f.coords}, Answer: res.answer}, nil
 }
 
 // dialectErr builds a dialect_error carrying a bounded snippet.

@@ -30,8 +30,17 @@ import (
 // with nothing between presses the held chord itself. A keyUp without its
 // keyDown, a keyDown never released, or any other action while keys are held
 // is a dialect_error.
+//
+// A click without a point clicks where the pointer is (mouse_down/mouse_up
+// pairs). Points whose x and y are both 0..1 fractions, not both whole, are
+// normalized coordinates (OpenCUA, Aguvis: pyautogui.click(x=0.43, y=0.26))
+// and become point_norm targets; see normPoints.
 func parsePyautogui(text string) ([]aci.Action, error) {
-	p := &pyParser{}
+	return (&pyParser{}).parse(text)
+}
+
+// parse reads code from text as parsePyautogui describes.
+func (p *pyParser) parse(text string) ([]aci.Action, error) {
 	var code []string
 	for _, f := range fences(text) {
 		switch f.lang {
@@ -48,14 +57,22 @@ func parsePyautogui(text string) ([]aci.Action, error) {
 	} else if err := p.prose(text); err != nil {
 		return nil, err
 	}
-	if len(p.held) > 0 {
-		return nil, dialectErr(p.held[0].src, "keyDown(%q) without keyUp", p.held[0].key)
+	if err := p.finish(); err != nil {
+		return nil, err
 	}
-	return p.out, nil
+	return p.out, normPoints(text, p.out)
+}
+
+// finish checks that no key is left held.
+func (p *pyParser) finish() error {
+	if len(p.held) > 0 {
+		return dialectErr(p.held[0].src, "keyDown(%q) without keyUp", p.held[0].key)
+	}
+	return nil
 }
 
 var (
-	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
+	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|computer\s*\.\s*(wait|terminate)\b|tag_[0-9]+\s*=|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
 	inlineCall = regexp.MustCompile(`pyautogui\s*\.\s*[A-Za-z_]\w*\s*\(`)
 )
 
@@ -118,6 +135,11 @@ type heldKey struct {
 type pyParser struct {
 	out  []aci.Action
 	held []heldKey
+	// osworld enables the OSWorld agents' extras: Set-of-Mark labels bound
+	// by tag_N = (x, y), and the computer.wait / computer.terminate calls.
+	osworld bool
+	names   map[string]any // tag_N bindings
+	answer  string         // computer.terminate(answer=...)
 }
 
 // pyCall is a parsed call: dotted name, positional and keyword arguments.
@@ -153,6 +175,9 @@ func (p *pyParser) statement(toks []token, src string) error {
 		if setting, ok := strings.CutPrefix(name, "pyautogui."); ok && strings.ToUpper(setting) == setting {
 			return nil // pyautogui.FAILSAFE = False, pyautogui.PAUSE = 0.5
 		}
+		if p.osworld && somTag.MatchString(name) {
+			return p.bindTag(name, toks[i+1:], src)
+		}
 		return dialectErr(src, "assignments are not supported; write literal arguments")
 	}
 	if toks[i].kind != tOp || toks[i].s != "(" {
@@ -170,7 +195,7 @@ func (p *pyParser) statement(toks []token, src string) error {
 		}
 		if toks[i].kind == tName && i+1 < len(toks) && toks[i+1].kind == tOp && toks[i+1].s == "=" {
 			key := toks[i].s
-			v, j, err := value(toks, i+2, src)
+			v, j, err := value(toks, i+2, src, p.names)
 			if err != nil {
 				return err
 			}
@@ -183,11 +208,21 @@ func (p *pyParser) statement(toks []token, src string) error {
 			if len(c.kw) > 0 {
 				return dialectErr(src, "positional argument after keyword argument")
 			}
-			v, j, err := value(toks, i, src)
+			star := toks[i].kind == tOp && toks[i].s == "*"
+			if star {
+				i++
+			}
+			v, j, err := value(toks, i, src, p.names)
 			if err != nil {
 				return err
 			}
-			c.pos = append(c.pos, v)
+			if list, ok := v.([]any); star && ok {
+				c.pos = append(c.pos, list...)
+			} else if star {
+				return dialectErr(src, "* needs a tuple or list")
+			} else {
+				c.pos = append(c.pos, v)
+			}
 			i = j
 		}
 		if i < len(toks) && toks[i].kind == tOp && toks[i].s == "," {
@@ -234,6 +269,9 @@ func (p *pyParser) call(c pyCall) error {
 		c.name = "pyautogui.sleep"
 	case "WAIT", "DONE", "FAIL":
 		return p.special(c)
+	}
+	if p.osworld && strings.HasPrefix(c.name, "computer.") {
+		return p.computer(c)
 	}
 	fn, ok := strings.CutPrefix(c.name, "pyautogui.")
 	if !ok {

@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -224,8 +225,8 @@ func dotted(toks []token, i int) (string, int, bool) {
 }
 
 // value reads a literal: number (with sign), string (adjacent ones joined),
-// True/False/None, or a tuple/list of literals.
-func value(toks []token, i int, src string) (any, int, error) {
+// True/False/None, a tuple/list of literals, or a name bound in names.
+func value(toks []token, i int, src string, names map[string]any) (any, int, error) {
 	if i >= len(toks) {
 		return nil, i, dialectErr(src, "missing value")
 	}
@@ -261,7 +262,7 @@ func value(toks []token, i int, src string) (any, int, error) {
 			if toks[i].kind == tOp && toks[i].s == closer {
 				return list, i + 1, nil
 			}
-			v, j, err := value(toks, i, src)
+			v, j, err := value(toks, i, src, names)
 			if err != nil {
 				return nil, i, err
 			}
@@ -271,6 +272,16 @@ func value(toks []token, i int, src string) (any, int, error) {
 				i++
 			}
 		}
+	case t.kind == tName:
+		if v, ok := names[t.s]; ok {
+			return v, i + 1, nil
+		}
+		if somTag.MatchString(t.s) {
+			return nil, i, dialectErr(src, "Set-of-Mark label %s is not defined: the server draws no marks, so write %s = (x, y) first or give coordinates", t.s, t.s)
+		}
 	}
 	return nil, i, dialectErr(src, "only literal arguments are supported")
 }
+
+// somTag matches a Set-of-Mark label variable (OSWorld's som observation).
+var somTag = regexp.MustCompile(`^tag_[0-9]+$`)
