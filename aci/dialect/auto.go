@@ -8,14 +8,38 @@ import (
 // Markers of the model families' own forms. Each is specific to its family:
 // a text that shows two of them is ambiguous and auto refuses it.
 var (
-	uitarsMarker = regexp.MustCompile(`(?:start_box|end_box|start_point|end_point)\s*=|<\|box_start\|>|\bpoint\s*=\s*['"]\s*<point>|` +
-		`(?m)(?:^|Action\s*[:：])\s*(?:` + uitarsFuncs + `)\s*\(`)
+	uitarsArg       = regexp.MustCompile(`(?:start_box|end_box|start_point|end_point)\s*=|<\|box_start\|>|\bpoint\s*=\s*['"]\s*<point>`)
+	uitarsCallLine  = regexp.MustCompile(`^(?:Action[ \t]*[:：][ \t]*)?(?:` + uitarsFuncs + `)[ \t]*\(`)
 	qwenMarker      = regexp.MustCompile(`"name"\s*:\s*"(?:computer_use|mobile_use)"`)
 	openaiMarker    = regexp.MustCompile(`"type"\s*:\s*"computer_call"`)
 	anthropicMarker = regexp.MustCompile(`"type"\s*:\s*"tool_use"`)
-	osworldMarker   = regexp.MustCompile(`"action_type"\s*:|\bcomputer\s*\.\s*(?:terminate|wait)\s*\(|pyautogui\s*\.\s*\w+\s*\(\s*\*?\s*tag_[0-9]+\b|(?m)^\s*tag_[0-9]+\s*=`)
+	computerCall    = regexp.MustCompile(`\bcomputer\s*\.\s*(?:terminate|wait)\s*\(`)
+	tagUse          = regexp.MustCompile(`pyautogui\s*\.\s*\w+\s*\(\s*\*?\s*tag_[0-9]+\b|(?m)^[ \t]*tag_[0-9]+[ \t]*=`)
 	osworldWord     = regexp.MustCompile(`^(?:` + "```" + `)?\s*(?:Done|Fail|Wait|done|fail|wait)\s*\.?\s*(?:` + "```" + `)?$`)
 )
+
+// uitarsLike reports a UI-TARS form: a box or point argument, or a line
+// that is (after an optional Action: label) one of its calls.
+func uitarsLike(text string) bool {
+	if (strings.Contains(text, "box") || strings.Contains(text, "point")) && uitarsArg.MatchString(text) {
+		return true
+	}
+	for line := range strings.Lines(text) {
+		if uitarsCallLine.MatchString(strings.TrimLeft(line, " \t")) {
+			return true
+		}
+	}
+	return false
+}
+
+// osworldLike reports an OSWorld form: computer_13 JSON, OpenCUA's
+// computer.* calls, Set-of-Mark labels, or a bare Done / Fail / Wait.
+func osworldLike(text string) bool {
+	return strings.Contains(text, `"action_type"`) ||
+		strings.Contains(text, "computer") && computerCall.MatchString(text) ||
+		strings.Contains(text, "tag_") && tagUse.MatchString(text) ||
+		len(text) < 32 && osworldWord.MatchString(strings.TrimSpace(text))
+}
 
 // uitarsFuncs are the UI-TARS function names that start an action line
 // (the ones no other family writes bare).
@@ -41,11 +65,11 @@ func detect(text string) (string, error) {
 		name string
 		ok   bool
 	}{
-		{UITARS, uitarsMarker.MatchString(text)},
+		{UITARS, uitarsLike(text)},
 		{Qwen, qwenMarker.MatchString(text)},
 		{OpenAI, openaiMarker.MatchString(text)},
 		{Anthropic, anthropicMarker.MatchString(text)},
-		{OSWorld, osworldMarker.MatchString(text) || osworldWord.MatchString(strings.TrimSpace(text))},
+		{OSWorld, osworldLike(text)},
 	} {
 		if m.ok {
 			matched = append(matched, m.name)
