@@ -1,5 +1,5 @@
-// Package dialect parses raw model text into typed aci actions. It knows three
-// dialects that computer-use models write:
+// Package dialect parses raw model text into typed aci actions. It reads
+// the generic forms computer-use models write and the model families' own:
 //
 //   - "pyautogui": OSWorld-style Python (pyautogui.click(...), time.sleep(...),
 //     and the bare WAIT, DONE and FAIL codes), inside ``` fences or bare lines;
@@ -9,16 +9,34 @@
 //   - "json": computer_use-style objects ({"action":"left_click",
 //     "coordinate":[x,y]}), OpenAI-style tool calls and actions, and aci's own
 //     {"verb":...} actions, alone, in a list, or inside ```json fences;
+//   - "uitars": UI-TARS and Seed GUI agents (Thought: ... Action:
+//     click(start_box='(x,y)')), see parseUITARS;
+//   - "qwen": the computer_use tool of Qwen2.5-VL and Qwen3-VL, see parseQwen;
+//   - "openai_computer": OpenAI computer-use computer_call items, see
+//     parseOpenAI;
+//   - "anthropic_computer": Claude computer-use tool_use blocks, see
+//     parseAnthropic;
+//   - "osworld": OSWorld's agents (pyautogui, computer_13 JSON, Set-of-Mark
+//     labels, OpenCUA's computer.* calls), see parseOSWorld;
 //
-// and "auto", which picks one of them from the text's shape.
+// and "auto", which picks the family whose own forms the text shows (two
+// families' forms is a dialect_error naming them), else a generic dialect
+// from the text's shape.
 //
 // Parsing is all-or-nothing: anything action-shaped that cannot be mapped
 // fails the whole parse with an *aci.Error of code dialect_error whose Detail
 // is the offending snippet, so nothing in that message runs. Text around the
 // actions (reasoning, prose, <think> blocks) is ignored.
 //
-// Coordinates are screen pixels (point_px) unless the model names a target
-// kind explicitly. keyDown/keyUp pairs become chords (see parsePyautogui).
+// Coordinates are kept as the model wrote them (point_px targets, or
+// point_norm for 0..1 fractions); Parsed.Coords names the dialect's default
+// space for reading them (DefaultCoords): screen for pyautogui, osworld, xml
+// and json; norm1000 for uitars and qwen (UI-TARS 1.0, Seed, Qwen3-VL);
+// frame for openai_computer and anthropic_computer (pixels of the
+// screenshot as sent). UI-TARS-1.5 and Qwen2.5-VL write pixels of their
+// processor's resized image, which only the caller knows: their steps must
+// declare coords {w, h}. keyDown/keyUp pairs become chords (see
+// parsePyautogui).
 package dialect
 
 import (
