@@ -225,8 +225,8 @@ func anthropicAction(in map[string]any, src string) ([]aci.Action, error) {
 		}
 		n := 3.0
 		if v, ok := in["scroll_amount"]; ok && v != nil {
-			if n, err = toFloat(v); err != nil || n < 0 || n != math.Trunc(n) {
-				return nil, dialectErr(src, "scroll_amount must be a whole number of wheel steps")
+			if n, err = toFloat(v); err != nil || n < 0 || n != math.Trunc(n) || n > maxSteps {
+				return nil, dialectErr(src, "scroll_amount must be a whole number of wheel steps up to %d", maxSteps)
 			}
 		}
 		dir, _ := in["scroll_direction"].(string)

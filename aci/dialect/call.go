@@ -272,7 +272,7 @@ func (r *argReader) click(verb aci.Verb) ([]aci.Action, error) {
 	if n, ok, err := r.num("clicks", "num_clicks", "click_count"); err != nil {
 		return nil, err
 	} else if ok {
-		clicks = int(n)
+		clicks = int(min(max(n, -1), 11)) // over 10 is refused by clickActions
 	}
 	mods, err := r.modifiers()
 	if err != nil {
@@ -409,15 +409,38 @@ func (r *argReader) mouseButton(v aci.Verb) ([]aci.Action, error) {
 	return []aci.Action{a}, nil
 }
 
+// wheelSteps is a step count as an int, kept within ±(maxSteps+1) like
+// pixelSteps.
+func wheelSteps(f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f > maxSteps:
+		return maxSteps + 1
+	case f < -maxSteps:
+		return -maxSteps - 1
+	}
+	return int(f)
+}
+
 // pixelsPerStep converts pixel scroll amounts (OpenAI scroll_x/scroll_y,
 // Qwen "pixels") to wheel steps; any non-zero amount is at least one step.
 const pixelsPerStep = 100
 
+// maxSteps bounds the wheel steps a parsed scroll may ask for.
+const maxSteps = 1000
+
+// An amount over maxSteps wheel steps is kept at maxSteps+1, still over
+// every limit the guest enforces (so it is refused there, not shortened),
+// without overflowing an int.
 func pixelSteps(p float64) int {
-	if p == 0 {
+	if p == 0 || math.IsNaN(p) {
 		return 0
 	}
-	n := int(math.Ceil(math.Abs(p) / pixelsPerStep))
+	n := maxSteps + 1
+	if s := math.Ceil(math.Abs(p) / pixelsPerStep); s <= maxSteps {
+		n = int(s)
+	}
 	if p < 0 {
 		return -n
 	}
@@ -433,12 +456,12 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 	if dx, ok, err := r.num("dx"); err != nil {
 		return nil, err
 	} else if ok {
-		a.DX = int(dx)
+		a.DX = wheelSteps(dx)
 	}
 	if dy, ok, err := r.num("dy"); err != nil {
 		return nil, err
 	} else if ok {
-		a.DY = int(dy)
+		a.DY = wheelSteps(dy)
 	}
 	// OpenAI: scroll_x/scroll_y in pixels, + right/down.
 	if sx, ok, err := r.num("scroll_x"); err != nil {
@@ -469,7 +492,7 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 	if hasDir {
 		n := 3
 		if hasAmount {
-			n = int(math.Abs(amount))
+			n = wheelSteps(math.Abs(amount))
 		}
 		switch strings.ToLower(dir) {
 		case "up":
@@ -484,7 +507,7 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 			return nil, r.errf("unknown scroll direction %q", dir)
 		}
 	} else if hasAmount {
-		a.DY = int(amount) // bare amount: + down, like dy
+		a.DY = wheelSteps(amount) // bare amount: + down, like dy
 	}
 	if a.DX == 0 && a.DY == 0 {
 		return nil, r.errf("scroll needs a direction or an amount")

@@ -437,7 +437,7 @@ func (p *pyParser) click(fn string, a *pyArgs) ([]aci.Action, error) {
 		if !ok || f < 1 {
 			return nil, dialectErr(a.src, "clicks must be a positive number")
 		}
-		clicks = int(f)
+		clicks = int(min(f, 11)) // over 10 is refused by clickActions
 	}
 	return clickActions(a.src, verb, t, button, clicks, p.heldKeys())
 }
