@@ -63,6 +63,8 @@ bench-quick: deps build ## a quick benchmark smoke run
 fuzz: ## run each fuzz target briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./guest/wire
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./envserver
+	for t in FuzzParse FuzzUITARS FuzzQwen FuzzOpenAI FuzzAnthropic FuzzOSWorld; do \
+	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime 30s ./aci/dialect || exit 1; done
 
 lint: ## gofmt + go vet
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/aci/dialect"
 	"github.com/shinken-rl/shinken/envserver/api"
 )
 
@@ -24,10 +25,15 @@ import (
 // token ids (vLLM's return_token_ids: prompt_token_ids and choices[].token_ids)
 // and logprobs, they are recorded as the step's tokens.
 type OpenAI struct {
-	URL         string // base URL, e.g. http://127.0.0.1:8000/v1 (…/chat/completions is added)
-	Model       string
-	APIKey      string
-	Dialect     string // pyautogui | xml | json | auto; default pyautogui
+	URL     string // base URL, e.g. http://127.0.0.1:8000/v1 (…/chat/completions is added)
+	Model   string
+	APIKey  string
+	Dialect string // one of dialect.Names but auto; default pyautogui
+	// Coords is the coordinate space the model writes in, declared on each
+	// step: screen, frame, norm, norm1000, WxH (an image space) or
+	// smart-resize (the image a Qwen2.5-VL-style processor makes of each
+	// delivered frame). Empty: the dialect's default, left to the server.
+	Coords      string
 	System      string // system prompt; default one for the dialect
 	MaxTokens   int    // default 1024
 	Temperature float64
@@ -52,34 +58,21 @@ func (p *OpenAI) Start(_ context.Context, task api.TaskInfo, _ int64) (Agent, er
 	if d == "" {
 		d = "pyautogui"
 	}
+	mode, err := parseCoordsMode(p.Coords)
+	if err != nil {
+		return nil, fmt.Errorf("openai policy: %w", err)
+	}
 	sys := p.System
 	if sys == "" {
 		sys = SystemPrompt(d)
 	}
-	return &openaiAgent{p: p, dialect: d, msgs: []chatMessage{{Role: "system", Content: sys}}}, nil
-}
-
-// SystemPrompt is the default system prompt for a dialect.
-func SystemPrompt(dialect string) string {
-	base := "You control a Linux desktop through its screen. Each turn you get a screenshot; " +
-		"reply with the next action(s). Coordinates are pixels of the screenshot you were shown " +
-		"((0, 0) is its top-left corner; each turn says its size). "
-	switch dialect {
-	case "xml":
-		return base + `Write each action as a tool call: <tool_call>{"name": "computer", "arguments": {"action": "left_click", "coordinate": [x, y]}}</tool_call>. ` +
-			`Actions: left_click, double_click, right_click, mouse_move, left_click_drag (start_coordinate, coordinate), scroll (coordinate, scroll_direction, scroll_amount), type (text), key (keys), wait (duration), terminate (status: success|failure).`
-	case "json":
-		return base + `Write each action as a JSON object, e.g. {"action": "left_click", "coordinate": [x, y]}; a list for several. ` +
-			`Actions: left_click, double_click, right_click, mouse_move, left_click_drag, scroll, type, key, wait, terminate (status).`
-	}
-	return base + "Write Python code using pyautogui in a ```python block (pyautogui.click(x, y), pyautogui.write('text'), " +
-		"pyautogui.press('enter'), pyautogui.hotkey('ctrl', 'c'), pyautogui.scroll(n), time.sleep(s)). " +
-		"Reply ```WAIT``` to wait, ```DONE``` when the task is complete, ```FAIL``` if it cannot be done."
+	return &openaiAgent{p: p, dialect: d, coords: mode, msgs: []chatMessage{{Role: "system", Content: sys}}}, nil
 }
 
 type openaiAgent struct {
 	p       *OpenAI
 	dialect string
+	coords  coordsMode
 	msgs    []chatMessage
 }
 
@@ -136,9 +129,11 @@ func (a *openaiAgent) Act(ctx context.Context, turn Turn) (Decision, error) {
 	if turn.LastError != nil {
 		text += fmt.Sprintf(" Your last action failed: %s: %s.", turn.LastError.Code, turn.LastError.Message)
 	}
-	if turn.Frame != nil && turn.Obs != nil {
-		text += fmt.Sprintf(" The screenshot is %dx%d pixels.", turn.Obs.W, turn.Obs.H)
+	space, send, err := a.coords.space(a.dialect, turn.Obs)
+	if err != nil {
+		return Decision{}, fmt.Errorf("openai policy: %w", err)
 	}
+	text += " " + coordsText(space, turn.Obs)
 	parts = append(parts, contentPart{Type: "text", Text: text})
 	if turn.Frame != nil && turn.Obs != nil {
 		mime := "image/png"
@@ -164,12 +159,18 @@ func (a *openaiAgent) Act(ctx context.Context, turn Turn) (Decision, error) {
 	}
 	ch := resp.Choices[0]
 	d := Decision{Dialect: a.dialect}
+	if send {
+		d.Coords = space.Wire()
+	}
 	switch {
 	case ch.Message.Content != nil && strings.TrimSpace(*ch.Message.Content) != "":
 		d.Text = *ch.Message.Content
-	case len(ch.Message.ToolCalls) > 0: // native function calling: hand the calls to the json dialect
+	case len(ch.Message.ToolCalls) > 0: // native function calling: the server's tool_calls, as JSON
 		b, _ := json.Marshal(map[string]any{"tool_calls": ch.Message.ToolCalls})
-		d.Text, d.Dialect = string(b), "json"
+		d.Text = string(b)
+		if a.dialect != dialect.Qwen { // the qwen dialect reads tool_calls itself
+			d.Dialect = dialect.JSON
+		}
 	default:
 		d.Text = ""
 	}

@@ -34,11 +34,14 @@ type Turn struct {
 }
 
 // Decision is one step: either typed Actions, or model Text in Dialect for
-// the server to parse. Tokens, when set, are recorded into the trajectory.
+// the server to parse. Coords, when set, is the step's coordinate space on
+// the wire (aci.Coords.Wire). Tokens, when set, are recorded into the
+// trajectory.
 type Decision struct {
 	Actions []aci.Action
 	Text    string
 	Dialect string
+	Coords  any
 	Tokens  *api.Tokens
 }
 

@@ -492,7 +492,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 		if err != nil {
 			return o.failed(ExitPolicyError, err)
 		}
-		se := api.StepEnv{EnvID: envID, Tokens: dec.Tokens}
+		se := api.StepEnv{EnvID: envID, Tokens: dec.Tokens, Coords: dec.Coords}
 		if dec.Actions != nil {
 			se.Actions = dec.Actions
 		} else {

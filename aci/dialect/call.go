@@ -272,7 +272,7 @@ func (r *argReader) click(verb aci.Verb) ([]aci.Action, error) {
 	if n, ok, err := r.num("clicks", "num_clicks", "click_count"); err != nil {
 		return nil, err
 	} else if ok {
-		clicks = int(n)
+		clicks = int(min(max(n, -1), 11)) // over 10 is refused by clickActions
 	}
 	mods, err := r.modifiers()
 	if err != nil {
@@ -298,6 +298,12 @@ func clickActions(snippet string, verb aci.Verb, t *aci.Target, button string, c
 	default:
 		return nil, dialectErr(snippet, "unknown button %q", button)
 	}
+	if clicks > 10 {
+		return nil, dialectErr(snippet, "clicks=%d is too many", clicks)
+	}
+	if t == nil {
+		return clickHere(snippet, verb, button, clicks, mods)
+	}
 	a := aci.Action{Verb: verb, Target: t, Button: button, Modifiers: mods}
 	switch {
 	case clicks <= 1:
@@ -311,6 +317,26 @@ func clickActions(snippet string, verb aci.Verb, t *aci.Target, button string, c
 	out := make([]aci.Action, clicks)
 	for i := range out {
 		out[i] = a
+	}
+	return out, nil
+}
+
+// clickHere clicks where the pointer is: a click verb needs a point, so the
+// presses are mouse_down/mouse_up pairs, which do not.
+func clickHere(snippet string, verb aci.Verb, button string, clicks int, mods []string) ([]aci.Action, error) {
+	if len(mods) > 0 {
+		return nil, dialectErr(snippet, "a click holding %s needs a point", strings.Join(mods, "+"))
+	}
+	n := max(clicks, 1)
+	switch verb {
+	case aci.DoubleClick:
+		n = max(n, 2)
+	case aci.RightClick:
+		button = "right"
+	}
+	out := make([]aci.Action, 0, 2*n)
+	for range n {
+		out = append(out, aci.Action{Verb: aci.MouseDown, Button: button}, aci.Action{Verb: aci.MouseUp, Button: button})
 	}
 	return out, nil
 }
@@ -383,15 +409,38 @@ func (r *argReader) mouseButton(v aci.Verb) ([]aci.Action, error) {
 	return []aci.Action{a}, nil
 }
 
+// wheelSteps is a step count as an int, kept within ±(maxSteps+1) like
+// pixelSteps.
+func wheelSteps(f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f > maxSteps:
+		return maxSteps + 1
+	case f < -maxSteps:
+		return -maxSteps - 1
+	}
+	return int(f)
+}
+
 // pixelsPerStep converts pixel scroll amounts (OpenAI scroll_x/scroll_y,
 // Qwen "pixels") to wheel steps; any non-zero amount is at least one step.
 const pixelsPerStep = 100
 
+// maxSteps bounds the wheel steps a parsed scroll may ask for.
+const maxSteps = 1000
+
+// An amount over maxSteps wheel steps is kept at maxSteps+1, still over
+// every limit the guest enforces (so it is refused there, not shortened),
+// without overflowing an int.
 func pixelSteps(p float64) int {
-	if p == 0 {
+	if p == 0 || math.IsNaN(p) {
 		return 0
 	}
-	n := int(math.Ceil(math.Abs(p) / pixelsPerStep))
+	n := maxSteps + 1
+	if s := math.Ceil(math.Abs(p) / pixelsPerStep); s <= maxSteps {
+		n = int(s)
+	}
 	if p < 0 {
 		return -n
 	}
@@ -407,12 +456,12 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 	if dx, ok, err := r.num("dx"); err != nil {
 		return nil, err
 	} else if ok {
-		a.DX = int(dx)
+		a.DX = wheelSteps(dx)
 	}
 	if dy, ok, err := r.num("dy"); err != nil {
 		return nil, err
 	} else if ok {
-		a.DY = int(dy)
+		a.DY = wheelSteps(dy)
 	}
 	// OpenAI: scroll_x/scroll_y in pixels, + right/down.
 	if sx, ok, err := r.num("scroll_x"); err != nil {
@@ -443,7 +492,7 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 	if hasDir {
 		n := 3
 		if hasAmount {
-			n = int(math.Abs(amount))
+			n = wheelSteps(math.Abs(amount))
 		}
 		switch strings.ToLower(dir) {
 		case "up":
@@ -458,7 +507,7 @@ func (r *argReader) scroll() ([]aci.Action, error) {
 			return nil, r.errf("unknown scroll direction %q", dir)
 		}
 	} else if hasAmount {
-		a.DY = int(amount) // bare amount: + down, like dy
+		a.DY = wheelSteps(amount) // bare amount: + down, like dy
 	}
 	if a.DX == 0 && a.DY == 0 {
 		return nil, r.errf("scroll needs a direction or an amount")

@@ -1,5 +1,5 @@
-// Package dialect parses raw model text into typed aci actions. It knows three
-// dialects that computer-use models write:
+// Package dialect parses raw model text into typed aci actions. It reads
+// the generic forms computer-use models write and the model families' own:
 //
 //   - "pyautogui": OSWorld-style Python (pyautogui.click(...), time.sleep(...),
 //     and the bare WAIT, DONE and FAIL codes), inside ``` fences or bare lines;
@@ -9,21 +9,38 @@
 //   - "json": computer_use-style objects ({"action":"left_click",
 //     "coordinate":[x,y]}), OpenAI-style tool calls and actions, and aci's own
 //     {"verb":...} actions, alone, in a list, or inside ```json fences;
+//   - "uitars": UI-TARS and Seed GUI agents (Thought: ... Action:
+//     click(start_box='(x,y)')), see parseUITARS;
+//   - "qwen": the computer_use tool of Qwen2.5-VL and Qwen3-VL, see parseQwen;
+//   - "openai_computer": OpenAI computer-use computer_call items, see
+//     parseOpenAI;
+//   - "anthropic_computer": Claude computer-use tool_use blocks, see
+//     parseAnthropic;
+//   - "osworld": OSWorld's agents (pyautogui, computer_13 JSON, Set-of-Mark
+//     labels, OpenCUA's computer.* calls), see parseOSWorld;
 //
-// and "auto", which picks one of them from the text's shape.
+// and "auto", which picks the family whose own forms the text shows (two
+// families' forms is a dialect_error naming them), else a generic dialect
+// from the text's shape.
 //
 // Parsing is all-or-nothing: anything action-shaped that cannot be mapped
 // fails the whole parse with an *aci.Error of code dialect_error whose Detail
 // is the offending snippet, so nothing in that message runs. Text around the
 // actions (reasoning, prose, <think> blocks) is ignored.
 //
-// Coordinates are screen pixels (point_px) unless the model names a target
-// kind explicitly. keyDown/keyUp pairs become chords (see parsePyautogui).
+// Coordinates are kept as the model wrote them (point_px targets, or
+// point_norm for 0..1 fractions); Parsed.Coords names the dialect's default
+// space for reading them (DefaultCoords): screen for pyautogui, osworld, xml
+// and json; norm1000 for uitars and qwen (UI-TARS 1.0, Seed, Qwen3-VL);
+// frame for openai_computer and anthropic_computer (pixels of the
+// screenshot as sent). UI-TARS-1.5 and Qwen2.5-VL write pixels of their
+// processor's resized image, which only the caller knows: their steps must
+// declare coords {w, h}. keyDown/keyUp pairs become chords (see
+// parsePyautogui).
 package dialect
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -34,11 +51,18 @@ const (
 	PyAutoGUI = "pyautogui"
 	XML       = "xml"
 	JSON      = "json"
+	UITARS    = "uitars"
+	Qwen      = "qwen"
+	OpenAI    = "openai_computer"
+	Anthropic = "anthropic_computer"
+	OSWorld   = "osworld"
 	Auto      = "auto"
 )
 
 // Names returns the dialect names Parse accepts, in a stable order.
-func Names() []string { return []string{PyAutoGUI, XML, JSON, Auto} }
+func Names() []string {
+	return []string{PyAutoGUI, XML, JSON, UITARS, Qwen, OpenAI, Anthropic, OSWorld, Auto}
+}
 
 // MaxText is the longest text Parse reads.
 const MaxText = 1 << 20
@@ -54,6 +78,52 @@ type Parsed struct {
 	// Coords is the dialect's default coordinate space: how its numbers are
 	// read when neither the step nor the env declares one.
 	Coords aci.Coords
+	// Answer is the text a model gave with the end of its episode
+	// (UI-TARS finished(content=...)/call_user, Qwen answer, OpenCUA
+	// computer.terminate(answer=...)); empty when it gave none.
+	Answer string
+}
+
+// parsed is what one dialect's parser returns.
+type parsed struct {
+	acts   []aci.Action
+	answer string
+}
+
+// family is one dialect: its parser and default coordinate space.
+type family struct {
+	parse  func(string) (parsed, error)
+	coords string
+}
+
+var families map[string]family
+
+func init() {
+	plain := func(f func(string) ([]aci.Action, error)) func(string) (parsed, error) {
+		return func(text string) (parsed, error) {
+			acts, err := f(text)
+			return parsed{acts: acts}, err
+		}
+	}
+	families = map[string]family{
+		PyAutoGUI: {plain(parsePyautogui), aci.CoordsScreen},
+		XML:       {plain(parseXML), aci.CoordsScreen},
+		JSON:      {plain(parseJSON), aci.CoordsScreen},
+		UITARS:    {parseUITARS, aci.CoordsNorm1000},
+		Qwen:      {parseQwen, aci.CoordsNorm1000},
+		OpenAI:    {parseOpenAI, aci.CoordsFrame},
+		Anthropic: {parseAnthropic, aci.CoordsFrame},
+		OSWorld:   {parseOSWorld, aci.CoordsScreen},
+	}
+}
+
+// DefaultCoords is the default coordinate space of a dialect (screen for
+// auto and unknown names).
+func DefaultCoords(dialect string) aci.Coords {
+	if f, ok := families[strings.ToLower(strings.TrimSpace(dialect))]; ok {
+		return aci.Coords{Space: f.coords}
+	}
+	return aci.Coords{Space: aci.CoordsScreen}
 }
 
 // Parse turns a model's raw text into actions. dialect is one of Names; an
@@ -64,69 +134,29 @@ func Parse(dialect, text string) (Parsed, error) {
 	if len(text) > MaxText {
 		return Parsed{}, dialectErr(text, "text of %d bytes is over the %d-byte limit", len(text), MaxText)
 	}
-	var (
-		acts []aci.Action
-		err  error
-		name = strings.ToLower(strings.TrimSpace(dialect))
-	)
-	switch name {
-	case PyAutoGUI:
-		acts, err = parsePyautogui(text)
-	case XML:
-		acts, err = parseXML(text)
-	case JSON:
-		acts, err = parseJSON(text)
-	case Auto, "":
-		name, acts, err = parseAuto(text)
-	default:
+	name := strings.ToLower(strings.TrimSpace(dialect))
+	if name == "" {
+		name = Auto
+	}
+	if name == Auto {
+		var err error
+		if name, err = detect(text); err != nil {
+			return Parsed{}, err
+		}
+	}
+	f, ok := families[name]
+	if !ok {
 		return Parsed{}, &aci.Error{Code: aci.CodeBadRequest,
 			Message: fmt.Sprintf("unknown dialect %q (want one of %s)", dialect, strings.Join(Names(), ", "))}
 	}
+	res, err := f.parse(text)
 	if err != nil {
 		return Parsed{}, err
 	}
-	if len(acts) == 0 {
-		return Parsed{}, dialectErr(text, "no action found in %s text", strings.ToLower(dialect))
+	if len(res.acts) == 0 {
+		return Parsed{}, dialectErr(text, "no action found in %s text", name)
 	}
-	return Parsed{Actions: acts, Dialect: name, Coords: aci.Coords{Space: aci.CoordsScreen}}, nil
-}
-
-var (
-	xmlMarker  = regexp.MustCompile(`(?i)<\s*(tool_call|invoke|function_calls|function\s*=|action[\s>/])`)
-	verbMarker = regexp.MustCompile(`(?i)<\s*([a-z_]+)[\s>/]`)
-	pyMarker   = regexp.MustCompile("pyautogui\\.|time\\.sleep\\(|```(python|py)\\b")
-	codeMarker = regexp.MustCompile(`(?m)^\s*(?:` + "```" + `\s*)?(WAIT|DONE|FAIL)\b`)
-	jsonMarker = regexp.MustCompile(`[{\[]\s*"`)
-)
-
-// parseAuto picks a dialect from the text's shape: XML tool calls first (they
-// often wrap JSON), then pyautogui code, then JSON, then the bare codes.
-func parseAuto(text string) (string, []aci.Action, error) {
-	var (
-		acts []aci.Action
-		err  error
-	)
-	switch {
-	case xmlMarker.MatchString(text) || hasVerbElement(text):
-		acts, err = parseXML(text)
-		return XML, acts, err
-	case pyMarker.MatchString(text), codeMarker.MatchString(text) && !jsonMarker.MatchString(text):
-		acts, err = parsePyautogui(text)
-		return PyAutoGUI, acts, err
-	case jsonMarker.MatchString(text):
-		acts, err = parseJSON(text)
-		return JSON, acts, err
-	}
-	return "", nil, dialectErr(text, "no action found: text matches no dialect")
-}
-
-func hasVerbElement(text string) bool {
-	for _, m := range verbMarker.FindAllStringSubmatch(text, -1) {
-		if _, ok := actionNames[normName(m[1])]; ok {
-			return true
-		}
-	}
-	return false
+	return Parsed{Actions: res.acts, Dialect: name, Coords: aci.Coords{Space: f.coords}, Answer: res.answer}, nil
 }
 
 // dialectErr builds a dialect_error carrying a bounded snippet.

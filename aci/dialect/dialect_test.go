@@ -88,7 +88,7 @@ func TestPyautogui(t *testing.T) {
 		{"click kw", "pyautogui", "pyautogui.click(x=100, y=200)", click100},
 		{"click tuple", "pyautogui", "pyautogui.click((100, 200))", click100},
 		{"click floats", "pyautogui", "pyautogui.click(100.0, 200.0, duration=0.5)", click100},
-		{"click here", "pyautogui", "pyautogui.click()", `[{"verb":"click"}]`},
+		{"click here", "pyautogui", "pyautogui.click()", `[{"verb":"mouse_down"},{"verb":"mouse_up"}]`},
 		{"click right button", "pyautogui", "pyautogui.click(1, 2, button='right')", `[{"verb":"right_click","target":{"kind":"point_px","x":1,"y":2}}]`},
 		{"click twice", "pyautogui", "pyautogui.click(1, 2, clicks=2)", `[{"verb":"double_click","target":{"kind":"point_px","x":1,"y":2}}]`},
 		{"doubleClick", "pyautogui", "pyautogui.doubleClick(1, 2)", `[{"verb":"double_click","target":{"kind":"point_px","x":1,"y":2}}]`},
@@ -277,7 +277,7 @@ func TestUnknownDialect(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	got := strings.Join(Names(), ",")
-	if want := "pyautogui,xml,json,auto"; got != want {
+	if want := "pyautogui,xml,json,uitars,qwen,openai_computer,anthropic_computer,osworld,auto"; got != want {
 		t.Errorf("Names() = %s; want %s", got, want)
 	}
 	for _, n := range Names() {

@@ -3,9 +3,7 @@ package dialect
 import (
 	"math"
 	"regexp"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/shinken-rl/shinken/aci"
 )
@@ -32,8 +30,17 @@ import (
 // with nothing between presses the held chord itself. A keyUp without its
 // keyDown, a keyDown never released, or any other action while keys are held
 // is a dialect_error.
+//
+// A click without a point clicks where the pointer is (mouse_down/mouse_up
+// pairs). Points whose x and y are both 0..1 fractions, not both whole, are
+// normalized coordinates (OpenCUA, Aguvis: pyautogui.click(x=0.43, y=0.26))
+// and become point_norm targets; see normPoints.
 func parsePyautogui(text string) ([]aci.Action, error) {
-	p := &pyParser{}
+	return (&pyParser{}).parse(text)
+}
+
+// parse reads code from text as parsePyautogui describes.
+func (p *pyParser) parse(text string) ([]aci.Action, error) {
 	var code []string
 	for _, f := range fences(text) {
 		switch f.lang {
@@ -50,14 +57,22 @@ func parsePyautogui(text string) ([]aci.Action, error) {
 	} else if err := p.prose(text); err != nil {
 		return nil, err
 	}
-	if len(p.held) > 0 {
-		return nil, dialectErr(p.held[0].src, "keyDown(%q) without keyUp", p.held[0].key)
+	if err := p.finish(); err != nil {
+		return nil, err
 	}
-	return p.out, nil
+	return p.out, normPoints(text, p.out)
+}
+
+// finish checks that no key is left held.
+func (p *pyParser) finish() error {
+	if len(p.held) > 0 {
+		return dialectErr(p.held[0].src, "keyDown(%q) without keyUp", p.held[0].key)
+	}
+	return nil
 }
 
 var (
-	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
+	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|computer\s*\.\s*(wait|terminate)\b|tag_[0-9]+\s*=|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
 	inlineCall = regexp.MustCompile(`pyautogui\s*\.\s*[A-Za-z_]\w*\s*\(`)
 )
 
@@ -109,208 +124,6 @@ func (p *pyParser) block(code string) error {
 	return nil
 }
 
-// Token kinds.
-const (
-	tName = iota + 1
-	tNum
-	tStr
-	tOp
-)
-
-type token struct {
-	kind int
-	s    string // name, operator, or decoded string
-	n    float64
-}
-
-// lexer tokenizes the Python subset the parser understands.
-type lexer struct {
-	s   string
-	pos int
-}
-
-// statement reads tokens up to a newline or ';' outside brackets (consumed).
-func (l *lexer) statement() ([]token, error) {
-	var toks []token
-	depth := 0
-	for l.pos < len(l.s) {
-		c := l.s[l.pos]
-		switch {
-		case c == '\n' || c == ';':
-			l.pos++
-			if depth == 0 {
-				return toks, nil
-			}
-		case c == ' ' || c == '\t' || c == '\r':
-			l.pos++
-		case c == '\\' && l.pos+1 < len(l.s) && l.s[l.pos+1] == '\n':
-			l.pos += 2
-		case c == '#':
-			for l.pos < len(l.s) && l.s[l.pos] != '\n' {
-				l.pos++
-			}
-		case c == '"' || c == '\'':
-			s, err := l.str("")
-			if err != nil {
-				return nil, err
-			}
-			toks = append(toks, token{kind: tStr, s: s})
-		case isWordByte(c) && !(c >= '0' && c <= '9'):
-			st := l.pos
-			for l.pos < len(l.s) && isWordByte(l.s[l.pos]) {
-				l.pos++
-			}
-			w := l.s[st:l.pos]
-			if l.pos < len(l.s) && (l.s[l.pos] == '"' || l.s[l.pos] == '\'') && isStrPrefix(w) {
-				s, err := l.str(strings.ToLower(w))
-				if err != nil {
-					return nil, err
-				}
-				toks = append(toks, token{kind: tStr, s: s})
-				continue
-			}
-			toks = append(toks, token{kind: tName, s: w})
-		case c >= '0' && c <= '9' || c == '.' && l.pos+1 < len(l.s) && l.s[l.pos+1] >= '0' && l.s[l.pos+1] <= '9':
-			st := l.pos
-			for l.pos < len(l.s) && (isWordByte(l.s[l.pos]) || l.s[l.pos] == '.') {
-				l.pos++
-			}
-			lit := strings.ReplaceAll(l.s[st:l.pos], "_", "")
-			n, err := strconv.ParseFloat(lit, 64)
-			if err != nil {
-				if i, ierr := strconv.ParseInt(lit, 0, 64); ierr == nil {
-					n, err = float64(i), nil
-				}
-			}
-			if err != nil {
-				return nil, dialectErr(l.s[st:l.pos], "bad number %q", l.s[st:l.pos])
-			}
-			toks = append(toks, token{kind: tNum, n: n})
-		case strings.IndexByte("()[]{},=.+-:*", c) >= 0:
-			switch c {
-			case '(', '[', '{':
-				depth++
-			case ')', ']', '}':
-				depth--
-			}
-			toks = append(toks, token{kind: tOp, s: string(c)})
-			l.pos++
-		default:
-			r, size := utf8.DecodeRuneInString(l.s[l.pos:])
-			st := l.pos
-			l.pos += size
-			return nil, dialectErr(lineAround(l.s, st), "unexpected %q in code", r)
-		}
-	}
-	if depth > 0 {
-		return nil, dialectErr(string(tokSrc(toks)), "unclosed bracket in code")
-	}
-	return toks, nil
-}
-
-func tokSrc(toks []token) string {
-	var b strings.Builder
-	for _, t := range toks {
-		switch t.kind {
-		case tStr:
-			b.WriteString(strconv.Quote(t.s))
-		case tNum:
-			b.WriteString(strconv.FormatFloat(t.n, 'g', -1, 64))
-		default:
-			b.WriteString(t.s)
-		}
-	}
-	return b.String()
-}
-
-func lineAround(s string, i int) string {
-	st := strings.LastIndexByte(s[:i], '\n') + 1
-	end := strings.IndexByte(s[i:], '\n')
-	if end < 0 {
-		return s[st:]
-	}
-	return s[st : i+end]
-}
-
-func isStrPrefix(w string) bool {
-	switch strings.ToLower(w) {
-	case "r", "u", "b", "f", "rb", "br", "fr", "rf":
-		return true
-	}
-	return false
-}
-
-// str reads a string literal (single, double or triple quoted) at l.pos.
-func (l *lexer) str(prefix string) (string, error) {
-	st := l.pos
-	q := l.s[l.pos]
-	delim := string(q)
-	if strings.HasPrefix(l.s[l.pos:], strings.Repeat(delim, 3)) {
-		delim = strings.Repeat(delim, 3)
-	}
-	l.pos += len(delim)
-	raw := strings.Contains(prefix, "r")
-	var b strings.Builder
-	for {
-		if l.pos >= len(l.s) {
-			return "", dialectErr(lineAround(l.s, st), "unterminated string")
-		}
-		if strings.HasPrefix(l.s[l.pos:], delim) {
-			l.pos += len(delim)
-			break
-		}
-		c := l.s[l.pos]
-		if c == '\n' && len(delim) == 1 {
-			return "", dialectErr(lineAround(l.s, st), "unterminated string")
-		}
-		if c == '\\' && l.pos+1 < len(l.s) {
-			if raw {
-				b.WriteString(l.s[l.pos : l.pos+2])
-				l.pos += 2
-				continue
-			}
-			n, err := l.escape(&b)
-			if err != nil {
-				return "", err
-			}
-			l.pos += n
-			continue
-		}
-		b.WriteByte(c)
-		l.pos++
-	}
-	s := b.String()
-	if strings.Contains(prefix, "f") && strings.ContainsAny(s, "{}") {
-		return "", dialectErr(l.s[st:l.pos], "f-string with fields cannot be evaluated")
-	}
-	return s, nil
-}
-
-// escape decodes the escape at l.pos into b and returns its length.
-func (l *lexer) escape(b *strings.Builder) (int, error) {
-	e := l.s[l.pos+1]
-	simple := map[byte]string{'n': "\n", 't': "\t", 'r': "\r", '\\': "\\", '\'': "'", '"': "\"",
-		'a': "\a", 'b': "\b", 'f': "\f", 'v': "\v", '0': "\x00", '\n': ""}
-	if s, ok := simple[e]; ok {
-		b.WriteString(s)
-		return 2, nil
-	}
-	width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
-	if width == 0 {
-		b.WriteString(l.s[l.pos : l.pos+2]) // Python keeps unknown escapes
-		return 2, nil
-	}
-	if l.pos+2+width > len(l.s) {
-		return 0, dialectErr(l.s[l.pos:], "bad escape")
-	}
-	v, err := strconv.ParseUint(l.s[l.pos+2:l.pos+2+width], 16, 32)
-	if err != nil || !utf8.ValidRune(rune(v)) {
-		return 0, dialectErr(l.s[l.pos:l.pos+2+width], "bad escape")
-	}
-	b.WriteRune(rune(v))
-	return 2 + width, nil
-}
-
 // heldKey is one key pressed by keyDown and not yet released.
 type heldKey struct {
 	key  string // keysym
@@ -322,6 +135,11 @@ type heldKey struct {
 type pyParser struct {
 	out  []aci.Action
 	held []heldKey
+	// osworld enables the OSWorld agents' extras: Set-of-Mark labels bound
+	// by tag_N = (x, y), and the computer.wait / computer.terminate calls.
+	osworld bool
+	names   map[string]any // tag_N bindings
+	answer  string         // computer.terminate(answer=...)
 }
 
 // pyCall is a parsed call: dotted name, positional and keyword arguments.
@@ -357,6 +175,9 @@ func (p *pyParser) statement(toks []token, src string) error {
 		if setting, ok := strings.CutPrefix(name, "pyautogui."); ok && strings.ToUpper(setting) == setting {
 			return nil // pyautogui.FAILSAFE = False, pyautogui.PAUSE = 0.5
 		}
+		if p.osworld && somTag.MatchString(name) {
+			return p.bindTag(name, toks[i+1:], src)
+		}
 		return dialectErr(src, "assignments are not supported; write literal arguments")
 	}
 	if toks[i].kind != tOp || toks[i].s != "(" {
@@ -374,7 +195,7 @@ func (p *pyParser) statement(toks []token, src string) error {
 		}
 		if toks[i].kind == tName && i+1 < len(toks) && toks[i+1].kind == tOp && toks[i+1].s == "=" {
 			key := toks[i].s
-			v, j, err := value(toks, i+2, src)
+			v, j, err := value(toks, i+2, src, p.names)
 			if err != nil {
 				return err
 			}
@@ -387,11 +208,21 @@ func (p *pyParser) statement(toks []token, src string) error {
 			if len(c.kw) > 0 {
 				return dialectErr(src, "positional argument after keyword argument")
 			}
-			v, j, err := value(toks, i, src)
+			star := toks[i].kind == tOp && toks[i].s == "*"
+			if star {
+				i++
+			}
+			v, j, err := value(toks, i, src, p.names)
 			if err != nil {
 				return err
 			}
-			c.pos = append(c.pos, v)
+			if list, ok := v.([]any); star && ok {
+				c.pos = append(c.pos, list...)
+			} else if star {
+				return dialectErr(src, "* needs a tuple or list")
+			} else {
+				c.pos = append(c.pos, v)
+			}
 			i = j
 		}
 		if i < len(toks) && toks[i].kind == tOp && toks[i].s == "," {
@@ -404,71 +235,6 @@ func (p *pyParser) statement(toks []token, src string) error {
 		return dialectErr(src, "unexpected code after call")
 	}
 	return p.call(c)
-}
-
-func dotted(toks []token, i int) (string, int, bool) {
-	if i >= len(toks) || toks[i].kind != tName {
-		return "", i, false
-	}
-	name := toks[i].s
-	i++
-	for i+1 < len(toks) && toks[i].kind == tOp && toks[i].s == "." && toks[i+1].kind == tName {
-		name += "." + toks[i+1].s
-		i += 2
-	}
-	return name, i, true
-}
-
-// value reads a literal: number (with sign), string (adjacent ones joined),
-// True/False/None, or a tuple/list of literals.
-func value(toks []token, i int, src string) (any, int, error) {
-	if i >= len(toks) {
-		return nil, i, dialectErr(src, "missing value")
-	}
-	t := toks[i]
-	switch {
-	case t.kind == tNum:
-		return t.n, i + 1, nil
-	case t.kind == tOp && (t.s == "-" || t.s == "+") && i+1 < len(toks) && toks[i+1].kind == tNum:
-		if t.s == "-" {
-			return -toks[i+1].n, i + 2, nil
-		}
-		return toks[i+1].n, i + 2, nil
-	case t.kind == tStr:
-		s := t.s
-		i++
-		for i < len(toks) && toks[i].kind == tStr {
-			s += toks[i].s
-			i++
-		}
-		return s, i, nil
-	case t.kind == tName && (t.s == "True" || t.s == "False"):
-		return t.s == "True", i + 1, nil
-	case t.kind == tName && t.s == "None":
-		return nil, i + 1, nil
-	case t.kind == tOp && (t.s == "(" || t.s == "["):
-		closer := map[string]string{"(": ")", "[": "]"}[t.s]
-		var list []any
-		i++
-		for {
-			if i >= len(toks) {
-				return nil, i, dialectErr(src, "unclosed %s", t.s)
-			}
-			if toks[i].kind == tOp && toks[i].s == closer {
-				return list, i + 1, nil
-			}
-			v, j, err := value(toks, i, src)
-			if err != nil {
-				return nil, i, err
-			}
-			list = append(list, v)
-			i = j
-			if i < len(toks) && toks[i].kind == tOp && toks[i].s == "," {
-				i++
-			}
-		}
-	}
-	return nil, i, dialectErr(src, "only literal arguments are supported")
 }
 
 // pySigs are the positional parameter names of the calls we map.
@@ -503,6 +269,9 @@ func (p *pyParser) call(c pyCall) error {
 		c.name = "pyautogui.sleep"
 	case "WAIT", "DONE", "FAIL":
 		return p.special(c)
+	}
+	if p.osworld && strings.HasPrefix(c.name, "computer.") {
+		return p.computer(c)
 	}
 	fn, ok := strings.CutPrefix(c.name, "pyautogui.")
 	if !ok {
@@ -668,7 +437,7 @@ func (p *pyParser) click(fn string, a *pyArgs) ([]aci.Action, error) {
 		if !ok || f < 1 {
 			return nil, dialectErr(a.src, "clicks must be a positive number")
 		}
-		clicks = int(f)
+		clicks = int(min(f, 11)) // over 10 is refused by clickActions
 	}
 	return clickActions(a.src, verb, t, button, clicks, p.heldKeys())
 }
@@ -819,118 +588,3 @@ func (p *pyParser) keyUp(a *pyArgs) error {
 }
 
 // pyArgs holds a call's arguments bound to parameter names.
-type pyArgs struct {
-	args map[string]any
-	src  string
-}
-
-func (a *pyArgs) num(name string, def float64) (float64, error) {
-	v, ok := a.args[name]
-	if !ok || v == nil {
-		if def < 0 {
-			return 0, dialectErr(a.src, "missing argument %s", name)
-		}
-		return def, nil
-	}
-	f, ok := v.(float64)
-	if !ok {
-		return 0, dialectErr(a.src, "argument %s must be a number", name)
-	}
-	return f, nil
-}
-
-// point reads x, y (or a tuple in x); nil when neither is given.
-func (a *pyArgs) point() (*aci.Target, error) {
-	x, y := a.args["x"], a.args["y"]
-	if seq, ok := x.([]any); ok {
-		if y != nil || len(seq) != 2 {
-			return nil, dialectErr(a.src, "want x, y or one (x, y) pair")
-		}
-		x, y = seq[0], seq[1]
-	}
-	if x == nil && y == nil {
-		return nil, nil
-	}
-	if _, isStr := x.(string); isStr {
-		return nil, dialectErr(a.src, "image locations are not supported; give x, y")
-	}
-	fx, okx := x.(float64)
-	fy, oky := y.(float64)
-	if !okx || !oky {
-		return nil, dialectErr(a.src, "want numeric x and y")
-	}
-	return aci.Px(fx, fy), nil
-}
-
-func (a *pyArgs) durationMS() (int, error) {
-	d, err := a.num("duration", 0)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 || d > 60 {
-		return 0, dialectErr(a.src, "duration %vs is out of range", d)
-	}
-	return int(math.Round(d * 1000)), nil
-}
-
-func (a *pyArgs) pointAction(v aci.Verb, needPoint bool) ([]aci.Action, error) {
-	t, err := a.point()
-	if err != nil {
-		return nil, err
-	}
-	if t == nil && needPoint {
-		return nil, dialectErr(a.src, "%s needs x, y", v)
-	}
-	act := aci.Action{Verb: v, Target: t}
-	if v == aci.Move {
-		if act.DurationMS, err = a.durationMS(); err != nil {
-			return nil, err
-		}
-	}
-	if b, ok := a.args["button"].(string); ok && b != "left" {
-		act.Button = strings.ToLower(b)
-	}
-	return []aci.Action{act}, nil
-}
-
-func (a *pyArgs) drag() ([]aci.Action, error) {
-	t, err := a.point()
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, dialectErr(a.src, "dragTo needs x, y")
-	}
-	act := aci.Action{Verb: aci.Drag, To: t}
-	if act.DurationMS, err = a.durationMS(); err != nil {
-		return nil, err
-	}
-	if b, ok := a.args["button"].(string); ok && b != "left" {
-		act.Button = strings.ToLower(b)
-	}
-	if v, ok := a.args["mouseDownUp"]; ok && v != true {
-		return nil, dialectErr(a.src, "dragTo(mouseDownUp=False) is not supported")
-	}
-	return []aci.Action{act}, nil
-}
-
-func (a *pyArgs) scroll(horizontal bool) ([]aci.Action, error) {
-	n, err := a.num("clicks", -1)
-	if err != nil {
-		return nil, err
-	}
-	if n != math.Trunc(n) || n == 0 || math.Abs(n) > 1000 {
-		return nil, dialectErr(a.src, "scroll clicks must be a non-zero whole number, got %v", n)
-	}
-	t, err := a.point()
-	if err != nil {
-		return nil, err
-	}
-	act := aci.Action{Verb: aci.Scroll, Target: t}
-	if horizontal {
-		act.DX = int(n)
-	} else {
-		act.DY = -int(n) // pyautogui: positive scrolls up
-	}
-	return []aci.Action{act}, nil
-}

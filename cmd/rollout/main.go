@@ -5,6 +5,7 @@
 //	rollout --url http://127.0.0.1:8700 --tasks all --policy scripted --out runs/smoke
 //	rollout --url ... --tasks xterm-hello-file --seeds 4 --replicas 8 --fork \
 //	    --policy openai --model-url http://127.0.0.1:8000/v1 --model qwen --dialect xml --token-ids --out runs/q1
+//	rollout --url ... --policy openai --model-url ... --model ui-tars-1.5 --dialect uitars --coords smart-resize --out runs/u1
 package main
 
 import (
@@ -50,6 +51,8 @@ func run() error {
 		model       = flag.String("model", "", "model name for --policy openai")
 		apiKey      = flag.String("api-key", os.Getenv("OPENAI_API_KEY"), "API key for --policy openai (default $OPENAI_API_KEY)")
 		dialectName = flag.String("dialect", "pyautogui", "model output dialect: "+strings.Join(dialect.Names(), " | "))
+		coords      = flag.String("coords", "", "coordinate space the model writes in: screen | frame | norm | norm1000 | WxH | "+
+			rollout.CoordsSmartResize+" (default: the dialect's own)")
 		tokenIDs    = flag.Bool("token-ids", false, "ask the endpoint for token ids and logprobs (vLLM return_token_ids)")
 		maxTokens   = flag.Int("max-tokens", 1024, "completion token limit for --policy openai")
 		temperature = flag.Float64("temperature", 0, "sampling temperature for --policy openai")
@@ -89,7 +92,7 @@ func run() error {
 		if *format == "raw" {
 			return errors.New("--policy openai needs --format png or jpeg")
 		}
-		pol = &rollout.OpenAI{URL: *modelURL, Model: *model, APIKey: *apiKey, Dialect: *dialectName,
+		pol = &rollout.OpenAI{URL: *modelURL, Model: *model, APIKey: *apiKey, Dialect: *dialectName, Coords: *coords,
 			TokenIDs: *tokenIDs, MaxTokens: *maxTokens, Temperature: *temperature, MaxImages: *maxImages}
 	default:
 		return fmt.Errorf("unknown --policy %q (want scripted, random or openai)", *policy)

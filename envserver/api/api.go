@@ -58,10 +58,10 @@ type StepEnv struct {
 	Actions []aci.Action `msgpack:"actions,omitempty" json:"actions,omitempty"`
 	Text    *string      `msgpack:"text,omitempty" json:"text,omitempty"`
 	Dialect string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
-	Tokens  *Tokens      `msgpack:"tokens,omitempty" json:"tokens,omitempty"`
-	// Coords is the coordinate space of this step's actions and text,
-	// overriding the env's default and the dialect's; see aci.ParseCoords.
-	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
+	// Coords is how the step's coordinates are read: a space name or
+	// {w, h} (aci.ParseCoords); absent, the env's or the dialect's default.
+	Coords any     `msgpack:"coords,omitempty" json:"coords,omitempty"`
+	Tokens *Tokens `msgpack:"tokens,omitempty" json:"tokens,omitempty"`
 }
 
 // StepRequest is POST /v1/step.

@@ -1,0 +1,100 @@
+package dialect
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Markers of the model families' own forms. Each is specific to its family:
+// a text that shows two of them is ambiguous and auto refuses it.
+var (
+	uitarsArg       = regexp.MustCompile(`(?:start_box|end_box|start_point|end_point)\s*=|<\|box_start\|>|\bpoint\s*=\s*['"]\s*<point>`)
+	uitarsCallLine  = regexp.MustCompile(`^(?:Action[ \t]*[:：][ \t]*)?(?:` + uitarsFuncs + `)[ \t]*\(`)
+	qwenMarker      = regexp.MustCompile(`"name"\s*:\s*"(?:computer_use|mobile_use)"`)
+	openaiMarker    = regexp.MustCompile(`"type"\s*:\s*"computer_call"`)
+	anthropicMarker = regexp.MustCompile(`"type"\s*:\s*"tool_use"`)
+	computerCall    = regexp.MustCompile(`\bcomputer\s*\.\s*(?:terminate|wait)\s*\(`)
+	tagUse          = regexp.MustCompile(`pyautogui\s*\.\s*\w+\s*\(\s*\*?\s*tag_[0-9]+\b|(?m)^[ \t]*tag_[0-9]+[ \t]*=`)
+	osworldWord     = regexp.MustCompile(`^(?:` + "```" + `)?\s*(?:Done|Fail|Wait|done|fail|wait)\s*\.?\s*(?:` + "```" + `)?$`)
+)
+
+// uitarsLike reports a UI-TARS form: a box or point argument, or a line
+// that is (after an optional Action: label) one of its calls.
+func uitarsLike(text string) bool {
+	if (strings.Contains(text, "box") || strings.Contains(text, "point")) && uitarsArg.MatchString(text) {
+		return true
+	}
+	for line := range strings.Lines(text) {
+		if uitarsCallLine.MatchString(strings.TrimLeft(line, " \t")) {
+			return true
+		}
+	}
+	return false
+}
+
+// osworldLike reports an OSWorld form: computer_13 JSON, OpenCUA's
+// computer.* calls, Set-of-Mark labels, or a bare Done / Fail / Wait.
+func osworldLike(text string) bool {
+	return strings.Contains(text, `"action_type"`) ||
+		strings.Contains(text, "computer") && computerCall.MatchString(text) ||
+		strings.Contains(text, "tag_") && tagUse.MatchString(text) ||
+		len(text) < 32 && osworldWord.MatchString(strings.TrimSpace(text))
+}
+
+// uitarsFuncs are the UI-TARS function names that start an action line
+// (the ones no other family writes bare).
+const uitarsFuncs = `left_single|left_double|right_single|finished|call_user|long_press|press_home|press_back|open_app|` +
+	`click|drag|select|hotkey|press|keydown|keyup|release|type|scroll|wait|hover`
+
+// The generic dialects' shapes, tried when no family's marker is present.
+var (
+	xmlMarker  = regexp.MustCompile(`(?i)<\s*(tool_call|invoke|function_calls|function\s*=|action[\s>/])`)
+	verbMarker = regexp.MustCompile(`(?i)<\s*([a-z_]+)[\s>/]`)
+	pyMarker   = regexp.MustCompile("pyautogui\\.|time\\.sleep\\(|```(python|py)\\b")
+	codeMarker = regexp.MustCompile(`(?m)^\s*(?:` + "```" + `\s*)?(WAIT|DONE|FAIL)\b`)
+	jsonMarker = regexp.MustCompile(`[{\[]\s*"`)
+)
+
+// detect picks the dialect of a text for auto. A family's own marker wins;
+// two families' markers make the text ambiguous (dialect_error naming
+// them). Without one, the text's shape picks a generic dialect: XML tool
+// calls first (they often wrap JSON), then pyautogui code, then JSON.
+func detect(text string) (string, error) {
+	var matched []string
+	for _, m := range []struct {
+		name string
+		ok   bool
+	}{
+		{UITARS, uitarsLike(text)},
+		{Qwen, qwenMarker.MatchString(text)},
+		{OpenAI, openaiMarker.MatchString(text)},
+		{Anthropic, anthropicMarker.MatchString(text)},
+		{OSWorld, osworldLike(text)},
+	} {
+		if m.ok {
+			matched = append(matched, m.name)
+		}
+	}
+	switch {
+	case len(matched) == 1:
+		return matched[0], nil
+	case len(matched) > 1:
+		return "", dialectErr(text, "ambiguous text: it matches the %s dialects; name one", strings.Join(matched, ", "))
+	case xmlMarker.MatchString(text) || hasVerbElement(text):
+		return XML, nil
+	case pyMarker.MatchString(text), codeMarker.MatchString(text) && !jsonMarker.MatchString(text):
+		return PyAutoGUI, nil
+	case jsonMarker.MatchString(text):
+		return JSON, nil
+	}
+	return "", dialectErr(text, "no action found: text matches no dialect")
+}
+
+func hasVerbElement(text string) bool {
+	for _, m := range verbMarker.FindAllStringSubmatch(text, -1) {
+		if _, ok := actionNames[normName(m[1])]; ok {
+			return true
+		}
+	}
+	return false
+}

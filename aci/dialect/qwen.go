@@ -1,0 +1,222 @@
+package dialect
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+// parseQwen reads the computer_use tool of Qwen2.5-VL and Qwen3-VL
+// (QwenLM/Qwen2.5-VL and Qwen3-VL cookbooks, computer_use; qwen-agent's
+// function-calling template): one or more
+//
+//	<tool_call>
+//	{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}
+//	</tool_call>
+//
+// blocks (the last may be left open), or the same objects as JSON — alone,
+// in a list, or as an OpenAI-compatible server's tool_calls
+// ({"tool_calls": [{"function": {"name": .., "arguments": "<json>"}}]}).
+// Text around them and <think> blocks are ignored.
+//
+// Actions: key (keys: a list pressed as one chord), type (text),
+// mouse_move, left_click, right_click, middle_click, double_click,
+// triple_click (coordinate; without one, where the pointer is),
+// left_click_drag (drags from the pointer to coordinate: mouse_down,
+// move, mouse_up), scroll / hscroll (pixels, + is up / right, 100 pixels a
+// wheel step; coordinate optional), wait (time, seconds), terminate
+// (status success → done, failure → fail), answer (text: recorded as the
+// episode's answer; it ends the episode with done unless a terminate
+// follows; nothing else may). The mobile_use tool is a dialect_error naming it.
+func parseQwen(text string) (parsed, error) {
+	body := stripThink(text)
+	var chunks []string
+	for _, m := range qwenToolCall.FindAllStringSubmatch(body, -1) {
+		chunks = append(chunks, m[1])
+	}
+	if len(chunks) == 0 {
+		chunks = []string{body}
+	}
+	q := &qwenParser{}
+	for _, chunk := range chunks {
+		vals, err := scanJSON(chunk)
+		if err != nil {
+			return parsed{}, err
+		}
+		if len(vals) == 0 && strings.TrimSpace(chunk) != "" && len(chunks) > 0 && chunk != body {
+			return parsed{}, dialectErr(chunk, "tool_call holds no JSON object")
+		}
+		for _, v := range vals {
+			if err := q.value(v.val, v.src); err != nil {
+				return parsed{}, err
+			}
+		}
+	}
+	if q.answered && !q.ended {
+		q.out = append(q.out, aci.Action{Verb: aci.Done})
+	}
+	return parsed{acts: q.out, answer: q.answer}, nil
+}
+
+var qwenToolCall = regexp.MustCompile(`(?s)<tool_call>(.*?)(?:</tool_call>|$)`)
+
+type qwenParser struct {
+	out      []aci.Action
+	answer   string
+	answered bool // an answer was given: only terminate may follow
+	ended    bool // a terminate was given: only an answer may follow
+}
+
+// value walks one decoded JSON value down to its tool calls.
+func (q *qwenParser) value(v any, src string) error {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			if err := q.value(e, src); err != nil {
+				return err
+			}
+		}
+		return nil
+	case map[string]any:
+		if list, ok := x["tool_calls"]; ok && len(x) == 1 {
+			return q.value(list, src)
+		}
+		if fn, ok := x["function"].(map[string]any); ok {
+			x = fn
+		}
+		name, _ := x["name"].(string)
+		raw, ok := x["arguments"]
+		if !ok {
+			raw = x["parameters"]
+		}
+		args, err := argsOf(raw, src)
+		if err != nil {
+			return err
+		}
+		return q.call(name, args, src)
+	}
+	return dialectErr(src, "want a tool call object, got %T", v)
+}
+
+func (q *qwenParser) call(name string, args map[string]any, src string) error {
+	switch name {
+	case "computer_use", "computer":
+	case "mobile_use":
+		return dialectErr(src, "the Qwen mobile_use action space is not supported: this server drives a desktop (use computer_use)")
+	case "":
+		return dialectErr(src, "tool call without a name")
+	default:
+		return dialectErr(src, "unknown tool %q (want computer_use)", name)
+	}
+	action, _ := args["action"].(string)
+	if action == "" {
+		return dialectErr(src, "computer_use call without an action")
+	}
+	if q.ended && action != "answer" || q.answered && action != "terminate" {
+		return dialectErr(src, "%s after the episode's end", action)
+	}
+	r := &argReader{c: call{name: name, args: args, snippet: src}, used: map[string]bool{"action": true}}
+	acts, err := q.action(strings.ToLower(action), r)
+	if err != nil {
+		return err
+	}
+	if err := r.finish(); err != nil {
+		return err
+	}
+	q.out = append(q.out, acts...)
+	return nil
+}
+
+func (q *qwenParser) action(action string, r *argReader) ([]aci.Action, error) {
+	point := func() (*aci.Target, error) { return r.point(false, "coordinate") }
+	switch action {
+	case "left_click", "right_click", "middle_click", "double_click", "triple_click":
+		t, err := point()
+		if err != nil {
+			return nil, err
+		}
+		verb, button, clicks := aci.Click, "", 1
+		switch action {
+		case "right_click":
+			verb = aci.RightClick
+		case "middle_click":
+			button = "middle"
+		case "double_click":
+			verb = aci.DoubleClick
+		case "triple_click":
+			clicks = 3
+		}
+		return clickActions(r.c.snippet, verb, t, button, clicks, nil)
+	case "mouse_move":
+		t, err := point()
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			return nil, r.errf("mouse_move needs a coordinate")
+		}
+		return []aci.Action{{Verb: aci.Move, Target: t}}, nil
+	case "left_click_drag":
+		t, err := point()
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			return nil, r.errf("left_click_drag needs a coordinate")
+		}
+		return dragFromPointer(t), nil
+	case "key":
+		return r.key()
+	case "type":
+		s, ok, err := r.str("text")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, r.errf("type needs text")
+		}
+		return []aci.Action{{Verb: aci.TypeText, Text: s}}, nil
+	case "scroll", "hscroll":
+		t, err := point()
+		if err != nil {
+			return nil, err
+		}
+		px, ok, err := r.num("pixels")
+		if err != nil {
+			return nil, err
+		}
+		if !ok || px == 0 {
+			return nil, r.errf("%s needs non-zero pixels", action)
+		}
+		a := aci.Action{Verb: aci.Scroll, Target: t}
+		if action == "hscroll" {
+			a.DX = pixelSteps(px)
+		} else {
+			a.DY = -pixelSteps(px)
+		}
+		return []aci.Action{a}, nil
+	case "wait":
+		return r.wait()
+	case "terminate":
+		acts, err := r.terminate()
+		q.ended = err == nil
+		return acts, err
+	case "answer":
+		s, ok, err := r.str("text")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, r.errf("answer needs text")
+		}
+		q.answer, q.answered = s, true
+		return nil, nil
+	}
+	return nil, r.errf("unknown computer_use action %q", action)
+}
+
+// dragFromPointer drags from wherever the pointer is to t.
+func dragFromPointer(t *aci.Target) []aci.Action {
+	return []aci.Action{{Verb: aci.MouseDown}, {Verb: aci.Move, Target: t}, {Verb: aci.MouseUp}}
+}
