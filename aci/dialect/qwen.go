@@ -1,7 +1,6 @@
 package dialect
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -31,10 +30,7 @@ import (
 // follows; nothing else may). The mobile_use tool is a dialect_error naming it.
 func parseQwen(text string) (parsed, error) {
 	body := stripThink(text)
-	var chunks []string
-	for _, m := range qwenToolCall.FindAllStringSubmatch(body, -1) {
-		chunks = append(chunks, m[1])
-	}
+	chunks := toolCallBodies(body)
 	if len(chunks) == 0 {
 		chunks = []string{body}
 	}
@@ -59,7 +55,25 @@ func parseQwen(text string) (parsed, error) {
 	return parsed{acts: q.out, answer: q.answer}, nil
 }
 
-var qwenToolCall = regexp.MustCompile(`(?s)<tool_call>(.*?)(?:</tool_call>|$)`)
+// toolCallBodies returns what each <tool_call> block holds; the last may
+// run to the end of the text unclosed.
+func toolCallBodies(s string) []string {
+	const open, closing = "<tool_call>", "</tool_call>"
+	var out []string
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return out
+		}
+		s = s[i+len(open):]
+		j := strings.Index(s, closing)
+		if j < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:j])
+		s = s[j+len(closing):]
+	}
+}
 
 type qwenParser struct {
 	out      []aci.Action
