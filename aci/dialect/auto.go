@@ -21,7 +21,7 @@ var (
 // uitarsLike reports a UI-TARS form: a box or point argument, or a line
 // that is (after an optional Action: label) one of its calls.
 func uitarsLike(text string) bool {
-	if strings.Contains(text, "<|box_start|>") || strings.Contains(text, "<point>") && uitarsArg.MatchString(text) {
+	if strings.Contains(text, "<|box_start|>") || strings.Contains(text, seedOpen) || strings.Contains(text, "<point>") && uitarsArg.MatchString(text) {
 		return true
 	}
 	for _, arg := range []string{"start_box", "end_box", "start_point", "end_point"} {

@@ -30,7 +30,7 @@ import (
 // follows; nothing else may). The mobile_use tool is a dialect_error naming it.
 func parseQwen(text string) (parsed, error) {
 	body := stripThink(text)
-	chunks := toolCallBodies(body)
+	chunks := taggedBlocks(body, "<tool_call>", "</tool_call>")
 	if len(chunks) == 0 {
 		chunks = []string{body}
 	}
@@ -53,26 +53,6 @@ func parseQwen(text string) (parsed, error) {
 		q.out = append(q.out, aci.Action{Verb: aci.Done})
 	}
 	return parsed{acts: q.out, answer: q.answer}, nil
-}
-
-// toolCallBodies returns what each <tool_call> block holds; the last may
-// run to the end of the text unclosed.
-func toolCallBodies(s string) []string {
-	const open, closing = "<tool_call>", "</tool_call>"
-	var out []string
-	for {
-		i := strings.Index(s, open)
-		if i < 0 {
-			return out
-		}
-		s = s[i+len(open):]
-		j := strings.Index(s, closing)
-		if j < 0 {
-			return append(out, s)
-		}
-		out = append(out, s[:j])
-		s = s[j+len(closing):]
-	}
 }
 
 type qwenParser struct {
