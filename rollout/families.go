@@ -22,6 +22,12 @@ type coordsMode struct {
 	smart bool        // smart-resize
 }
 
+// CheckCoords reports whether s is a coordinate mode OpenAI.Coords accepts.
+func CheckCoords(s string) error {
+	_, err := parseCoordsMode(s)
+	return err
+}
+
 // parseCoordsMode reads --coords: "" (the dialect's default), screen, frame,
 // norm, norm1000, WxH (an image space) or smart-resize.
 func parseCoordsMode(s string) (coordsMode, error) {

@@ -101,6 +101,41 @@ func TestOpenAIPolicyFamilies(t *testing.T) {
 	}
 }
 
+// TestOpenAIPolicyToolCalls: a server that parses tool calls out of the
+// reply returns message.tool_calls; the qwen dialect reads them as they
+// are, other dialects hand them to json with the model's own space.
+func TestOpenAIPolicyToolCalls(t *testing.T) {
+	obs := &aci.Observation{Format: aci.FormatPNG,
+		Display: aci.Display{W: 1920, H: 1080, SourceRect: aci.Rect{W: 1920, H: 1080}, Delivered: aci.Rect{W: 1280, H: 720}}}
+	calls := `[{"id": "call_1", "type": "function", "function": {"name": "computer_use", "arguments": "{\"action\": \"left_click\", \"coordinate\": [500, 500]}"}}]`
+	for _, c := range []struct {
+		dialect, wantDialect string
+		wantCoords           any
+	}{
+		{dialect.Qwen, dialect.Qwen, nil},
+		{dialect.Anthropic, dialect.JSON, "frame"},
+		{dialect.UITARS, dialect.JSON, "norm1000"},
+	} {
+		llm := newFakeLLM(t, []string{toolCallsReply + calls})
+		p := &OpenAI{URL: llm.URL + "/v1", Model: "m", Dialect: c.dialect}
+		agent, err := p.Start(context.Background(), api.TaskInfo{ID: "t"}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := agent.Act(context.Background(), Turn{Obs: obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Dialect != c.wantDialect || !reflect.DeepEqual(d.Coords, c.wantCoords) {
+			t.Errorf("%s: decision dialect %s coords %v; want %s, %v", c.dialect, d.Dialect, d.Coords, c.wantDialect, c.wantCoords)
+		}
+		parsed, err := dialect.Parse(d.Dialect, d.Text)
+		if err != nil || len(parsed.Actions) != 1 || parsed.Actions[0].Verb != aci.Click {
+			t.Errorf("%s: the server would read %q as %v, %v", c.dialect, d.Text, parsed.Actions, err)
+		}
+	}
+}
+
 // jsonQuote is s as it appears inside a JSON string.
 func jsonQuote(s string) string {
 	b, _ := json.Marshal(s)

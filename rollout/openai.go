@@ -169,7 +169,8 @@ func (a *openaiAgent) Act(ctx context.Context, turn Turn) (Decision, error) {
 		b, _ := json.Marshal(map[string]any{"tool_calls": ch.Message.ToolCalls})
 		d.Text = string(b)
 		if a.dialect != dialect.Qwen { // the qwen dialect reads tool_calls itself
-			d.Dialect = dialect.JSON
+			// The json dialect reads them; the model still meant its own space.
+			d.Dialect, d.Coords = dialect.JSON, space.Wire()
 		}
 	default:
 		d.Text = ""

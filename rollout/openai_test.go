@@ -131,10 +131,14 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	for i := range lp {
 		lp[i] = map[string]any{"token": "t", "logprob": -0.5}
 	}
+	msg := map[string]any{"role": "assistant", "content": reply}
+	if calls, ok := strings.CutPrefix(reply, toolCallsReply); ok { // a server that parsed tool calls out
+		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": json.RawMessage(calls)}
+	}
 	out := map[string]any{
 		"id": "cmpl", "object": "chat.completion", "model": req.Model,
 		"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
-			"message":  map[string]any{"role": "assistant", "content": reply},
+			"message":  msg,
 			"logprobs": map[string]any{"content": lp}}},
 	}
 	if req.ReturnTokenIDs {
@@ -144,6 +148,10 @@ func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
 }
+
+// toolCallsReply prefixes a canned reply that the double returns as
+// message.tool_calls (the JSON after the prefix) instead of content.
+const toolCallsReply = "TOOL_CALLS:"
 
 // TestOpenAIPolicyRequest drives the policy alone against the double and
 // checks what it sends and what it records.

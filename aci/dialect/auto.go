@@ -8,12 +8,12 @@ import (
 // Markers of the model families' own forms. Each is specific to its family:
 // a text that shows two of them is ambiguous and auto refuses it.
 var (
-	uitarsArg       = regexp.MustCompile(`(?:start_box|end_box|start_point|end_point)\s*=|<\|box_start\|>|\bpoint\s*=\s*['"]\s*<point>`)
+	uitarsArg       = regexp.MustCompile(`point\s*=\s*['"]\s*<point>`)
 	uitarsCallLine  = regexp.MustCompile(`^(?:Action[ \t]*[:：][ \t]*)?(?:` + uitarsFuncs + `)[ \t]*\(`)
 	qwenMarker      = regexp.MustCompile(`"name"\s*:\s*"(?:computer_use|mobile_use)"`)
 	openaiMarker    = regexp.MustCompile(`"type"\s*:\s*"computer_call"`)
 	anthropicMarker = regexp.MustCompile(`"type"\s*:\s*"tool_use"`)
-	computerCall    = regexp.MustCompile(`\bcomputer\s*\.\s*(?:terminate|wait)\s*\(`)
+	computerCall    = regexp.MustCompile(`computer\.\s*(?:terminate|wait)\s*\(`)
 	tagUse          = regexp.MustCompile(`pyautogui\s*\.\s*\w+\s*\(\s*\*?\s*tag_[0-9]+\b|(?m)^[ \t]*tag_[0-9]+[ \t]*=`)
 	osworldWord     = regexp.MustCompile(`^(?:` + "```" + `)?\s*(?:Done|Fail|Wait|done|fail|wait)\s*\.?\s*(?:` + "```" + `)?$`)
 )
@@ -21,8 +21,13 @@ var (
 // uitarsLike reports a UI-TARS form: a box or point argument, or a line
 // that is (after an optional Action: label) one of its calls.
 func uitarsLike(text string) bool {
-	if (strings.Contains(text, "box") || strings.Contains(text, "point")) && uitarsArg.MatchString(text) {
+	if strings.Contains(text, "<|box_start|>") || strings.Contains(text, seedOpen) || strings.Contains(text, "<point>") && uitarsArg.MatchString(text) {
 		return true
+	}
+	for _, arg := range []string{"start_box", "end_box", "start_point", "end_point"} {
+		if i := strings.Index(text, arg); i >= 0 && strings.HasPrefix(strings.TrimLeft(text[i+len(arg):], " \t"), "=") {
+			return true
+		}
 	}
 	for line := range strings.Lines(text) {
 		if uitarsCallLine.MatchString(strings.TrimLeft(line, " \t")) {
@@ -36,7 +41,7 @@ func uitarsLike(text string) bool {
 // computer.* calls, Set-of-Mark labels, or a bare Done / Fail / Wait.
 func osworldLike(text string) bool {
 	return strings.Contains(text, `"action_type"`) ||
-		strings.Contains(text, "computer") && computerCall.MatchString(text) ||
+		strings.Contains(text, "computer.") && computerCall.MatchString(text) ||
 		strings.Contains(text, "tag_") && tagUse.MatchString(text) ||
 		len(text) < 32 && osworldWord.MatchString(strings.TrimSpace(text))
 }
@@ -66,9 +71,9 @@ func detect(text string) (string, error) {
 		ok   bool
 	}{
 		{UITARS, uitarsLike(text)},
-		{Qwen, qwenMarker.MatchString(text)},
-		{OpenAI, openaiMarker.MatchString(text)},
-		{Anthropic, anthropicMarker.MatchString(text)},
+		{Qwen, (strings.Contains(text, "computer_use") || strings.Contains(text, "mobile_use")) && qwenMarker.MatchString(text)},
+		{OpenAI, strings.Contains(text, "computer_call") && openaiMarker.MatchString(text)},
+		{Anthropic, strings.Contains(text, "tool_use") && anthropicMarker.MatchString(text)},
 		{OSWorld, osworldLike(text)},
 	} {
 		if m.ok {

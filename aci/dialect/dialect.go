@@ -159,6 +159,25 @@ func Parse(dialect, text string) (Parsed, error) {
 	return Parsed{Actions: res.acts, Dialect: name, Coords: aci.Coords{Space: f.coords}, Answer: res.answer}, nil
 }
 
+// taggedBlocks returns what each open...close block of s holds, in order;
+// the last may run to the end of s unclosed.
+func taggedBlocks(s, open, close string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return out
+		}
+		s = s[i+len(open):]
+		j := strings.Index(s, close)
+		if j < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:j])
+		s = s[j+len(close):]
+	}
+}
+
 // dialectErr builds a dialect_error carrying a bounded snippet.
 func dialectErr(snippet, format string, args ...any) *aci.Error {
 	return &aci.Error{Code: aci.CodeDialectError, Message: fmt.Sprintf(format, args...), Detail: clip(snippet)}

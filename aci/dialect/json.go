@@ -125,7 +125,11 @@ func decodeLoose(src string) (any, error) {
 var errTrailing = &aci.Error{Code: aci.CodeDialectError, Message: "trailing data after JSON value"}
 
 func stripTrailingCommas(s string) string {
+	if !hasTrailingComma(s) {
+		return s
+	}
 	var b bytes.Buffer
+	b.Grow(len(s))
 	inStr := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -154,6 +158,26 @@ func stripTrailingCommas(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// hasTrailingComma reports a ',' that only whitespace separates from a '}'
+// or ']' (inside a string or not: a false alarm only costs the copy).
+func hasTrailingComma(s string) bool {
+	for i := strings.IndexByte(s, ','); i >= 0; {
+		j := i + 1
+		for j < len(s) && strings.IndexByte(" \t\r\n", s[j]) >= 0 {
+			j++
+		}
+		if j < len(s) && (s[j] == '}' || s[j] == ']') {
+			return true
+		}
+		k := strings.IndexByte(s[j:], ',')
+		if k < 0 {
+			return false
+		}
+		i = j + k
+	}
+	return false
 }
 
 // jsonActions maps one decoded JSON value onto actions.

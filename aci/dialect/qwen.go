@@ -1,7 +1,6 @@
 package dialect
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -31,10 +30,7 @@ import (
 // follows; nothing else may). The mobile_use tool is a dialect_error naming it.
 func parseQwen(text string) (parsed, error) {
 	body := stripThink(text)
-	var chunks []string
-	for _, m := range qwenToolCall.FindAllStringSubmatch(body, -1) {
-		chunks = append(chunks, m[1])
-	}
+	chunks := taggedBlocks(body, "<tool_call>", "</tool_call>")
 	if len(chunks) == 0 {
 		chunks = []string{body}
 	}
@@ -58,8 +54,6 @@ func parseQwen(text string) (parsed, error) {
 	}
 	return parsed{acts: q.out, answer: q.answer}, nil
 }
-
-var qwenToolCall = regexp.MustCompile(`(?s)<tool_call>(.*?)(?:</tool_call>|$)`)
 
 type qwenParser struct {
 	out      []aci.Action

@@ -33,10 +33,17 @@ import (
 // recorded as the answer), call_user(content=..) (fail: the model gives
 // up and asks for a person; content recorded). Mobile calls (long_press,
 // open_app, press_home, press_back) are dialect_errors naming them.
+//
+// Seed's native tool-call form is read too (see seedCalls):
+// <seed:tool_call><function name="click"><parameter name="point"><point>x
+// y</point></parameter></function></seed:tool_call>.
 func parseUITARS(text string) (parsed, error) {
 	body := stripThink(text)
 	for _, tok := range []string{"<|im_end|>", "<|endoftext|>", "[EOS]"} {
 		body = strings.ReplaceAll(body, tok, "")
+	}
+	if strings.Contains(body, seedOpen) {
+		return parseSeed(body)
 	}
 	if loc := uitarsAction.FindStringIndex(body); loc != nil {
 		body = body[loc[1]:]
@@ -53,13 +60,13 @@ func parseUITARS(text string) (parsed, error) {
 
 var (
 	uitarsAction = regexp.MustCompile(`(?m)^[ \t]*Action[ \t]*[:：][ \t]*`)
-	thinkBlock   = regexp.MustCompile(`(?s)<think>.*?</think>|^.*?</think>`)
+	thinkBlock   = regexp.MustCompile(`(?s)<(seed:)?think>.*?</(seed:)?think>|^.*?</(seed:)?think>`)
 )
 
 // stripThink drops <think>...</think> blocks (and a reasoning prefix whose
 // opening tag the chat template already sent).
 func stripThink(s string) string {
-	if !strings.Contains(s, "</think>") {
+	if !strings.Contains(s, "think>") {
 		return s
 	}
 	return thinkBlock.ReplaceAllString(s, "")

@@ -92,6 +92,9 @@ func run() error {
 		if *format == "raw" {
 			return errors.New("--policy openai needs --format png or jpeg")
 		}
+		if err := rollout.CheckCoords(*coords); err != nil {
+			return fmt.Errorf("--coords: %w", err)
+		}
 		pol = &rollout.OpenAI{URL: *modelURL, Model: *model, APIKey: *apiKey, Dialect: *dialectName, Coords: *coords,
 			TokenIDs: *tokenIDs, MaxTokens: *maxTokens, Temperature: *temperature, MaxImages: *maxImages}
 	default:
