@@ -67,7 +67,7 @@ func shippedApps() []shippedApp {
 			setup: []aci.Action{{Verb: aci.TypeText, Text: "seq 300\n"}},
 			acts: []appAction{
 				{name: "click", act: func(w aci.Window) aci.Action {
-					return aci.Action{Verb: aci.DoubleClick, Target: at(w, 0.05, 0.5)} // selects a word
+					return aci.Action{Verb: aci.DoubleClick, Target: at(w, 0.015, 0.5)} // selects a number
 				}},
 				{name: "type", act: typ("echo hi")},
 				{name: "key", act: key("Return")},
