@@ -85,7 +85,13 @@ func BenchmarkSettledStep(b *testing.B) {
 						drew, shown := 0, 0
 						for i := 0; i < b.N; i++ {
 							pre := settled(b, d, &aci.Settle{QuietMS: 300, MaxMS: 5000})
-							a := varied(aa.act(win), i)
+							a := aa.act(win)
+							if aa.alt != nil && i%2 == 1 {
+								a = aa.alt(win)
+							}
+							if a.Verb == aci.TypeText {
+								a.Text = string(rune('1' + i%9))
+							}
 							start := time.Now()
 							got := w.step(b, a)
 							durs = append(durs, time.Since(start))
@@ -95,6 +101,9 @@ func BenchmarkSettledStep(b *testing.B) {
 								if got == final.Hash {
 									shown++
 								}
+							}
+							if aa.undo != nil {
+								act(b, d, *aa.undo)
 							}
 						}
 						slices.Sort(durs)
@@ -109,20 +118,6 @@ func BenchmarkSettledStep(b *testing.B) {
 			}
 		})
 	}
-}
-
-// varied moves a click to one of two nearby points so that consecutive
-// clicks change something (a selection, a caret), and leaves other actions.
-func varied(a aci.Action, i int) aci.Action {
-	if a.Target != nil && i%2 == 1 {
-		t := *a.Target
-		t.Y += 18
-		a.Target = &t
-	}
-	if a.Verb == aci.TypeText {
-		a.Text = string(rune('1' + i%9))
-	}
-	return a
 }
 
 // xdotoolArgs is the xdotool command line doing a (clicks and typing).

@@ -31,7 +31,7 @@ func BenchmarkObserveNoDamage(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	settle := &aci.Settle{FirstMS: 200, QuietMS: 150, MaxMS: 2000}
+	settle := &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 2000}
 	first, err := s.observe(ctx, wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG}}, nil)
 	if err != nil {
 		b.Fatal(err)
