@@ -72,15 +72,16 @@ func (c *Server) ReadToken() error {
 // openbox, 1280x800 Xvfb, a shared 2-core host; 5 runs of click, type, key,
 // scroll and menu open each; guest TestMeasureAppDrawing): the first damage
 // came 0.1-37 ms after the input, with outliers of 47 ms and 123 ms (mousepad
-// opening its File menu). Within one action's drawing the gaps between damage
-// events stayed under 31 ms, except galculator, which draws a pressed button
-// and releases it 95-112 ms later for typed keys (once, a scroll showed a
-// 514 ms gap: something unrelated redrawing). So: wait up to 200 ms for the
-// first damage (about 1.6x the worst seen; it is also what an action that
-// draws nothing costs), settle after 150 ms of quiet (1.3x galculator's
-// release, 5x every other gap), and give up at 2 s (an animation, a blinking
-// cursor) with timed_out set.
-var DefaultSettle = aci.Settle{FirstMS: 200, QuietMS: 150, MaxMS: 2000}
+// opening its File menu). Within one action's drawing most gaps between
+// damage events stayed under 31 ms, but two apps draw again on a timer:
+// galculator releases a pressed button 95-112 ms after a typed key, and
+// pcmanfm's type-ahead redraws 200-210 ms after the key (once, a galculator
+// scroll showed a 514 ms gap: something unrelated redrawing). So: wait up to
+// 200 ms for the first damage (1.6x the worst seen; it is also what an action
+// that draws nothing costs), settle after 300 ms of quiet (1.4x pcmanfm's
+// timer), and give up at 2 s (an animation, a blinking cursor) with
+// timed_out set.
+var DefaultSettle = aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 2000}
 
 // Duration is a time.Duration written as "30s" in JSON.
 type Duration time.Duration

@@ -36,8 +36,8 @@ type env struct {
 // episode is one run of a task on an env; traj is guarded by mu so that
 // GET /v1/episodes can read a live episode while it steps.
 type episode struct {
-	mu    sync.Mutex
-	traj  trajectory.Trajectory
+	mu       sync.Mutex
+	traj     trajectory.Trajectory
 	start    time.Time
 	step     int
 	maxSteps int // the step budget: the task's, or lower when the reset asked

@@ -26,6 +26,9 @@ import (
 type appAction struct {
 	name string
 	act  func(w aci.Window) aci.Action
+	// alt, when set, is a second form of act that changes something else
+	// (another line, another button), for runs that alternate the two.
+	alt func(w aci.Window) aci.Action
 	// undo brings the app back after the action where it opened something
 	// (a menu).
 	undo *aci.Action
@@ -49,8 +52,8 @@ func atPx(w aci.Window, dx, dy int) *aci.Target {
 var escape = &aci.Action{Verb: aci.Key, Keys: "Escape"}
 
 func shippedApps() []shippedApp {
-	click := func(fx, fy float64) func(aci.Window) aci.Action {
-		return func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: at(w, fx, fy)} }
+	clickPx := func(dx, dy int) func(aci.Window) aci.Action {
+		return func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: atPx(w, dx, dy)} }
 	}
 	typ := func(s string) func(aci.Window) aci.Action {
 		return func(aci.Window) aci.Action { return aci.Action{Verb: aci.TypeText, Text: s} }
@@ -67,7 +70,9 @@ func shippedApps() []shippedApp {
 			setup: []aci.Action{{Verb: aci.TypeText, Text: "seq 300\n"}},
 			acts: []appAction{
 				{name: "click", act: func(w aci.Window) aci.Action {
-					return aci.Action{Verb: aci.DoubleClick, Target: at(w, 0.05, 0.5)} // selects a word
+					return aci.Action{Verb: aci.DoubleClick, Target: at(w, 0.015, 0.5)} // selects a number
+				}, alt: func(w aci.Window) aci.Action {
+					return aci.Action{Verb: aci.DoubleClick, Target: at(w, 0.015, 0.6)}
 				}},
 				{name: "type", act: typ("echo hi")},
 				{name: "key", act: key("Return")},
@@ -79,7 +84,7 @@ func shippedApps() []shippedApp {
 		{app: "mousepad",
 			setup: []aci.Action{{Verb: aci.TypeText, Text: "line one\nline two\n"}, {Verb: aci.Key, Keys: "ctrl+End"}},
 			acts: []appAction{
-				{name: "click", act: click(0.3, 0.3)},
+				{name: "click", act: clickPx(40, 61), alt: clickPx(40, 79)}, // line one, line two
 				{name: "type", act: typ("hello")},
 				{name: "key", act: key("Return")},
 				{name: "scroll", act: scroll(3)},
@@ -87,8 +92,8 @@ func shippedApps() []shippedApp {
 			}},
 		{app: "galculator",
 			acts: []appAction{
-				{name: "click", act: click(0.15, 0.75)},
-				{name: "type", act: typ("12")},
+				{name: "click", act: clickPx(35, 279), alt: clickPx(100, 279), undo: escape}, // buttons 1, 2; Escape clears
+				{name: "type", act: typ("12"), undo: escape},
 				{name: "key", act: key("Escape")},
 				{name: "scroll", act: func(w aci.Window) aci.Action { // over the display
 					return aci.Action{Verb: aci.Scroll, Target: at(w, 0.5, 0.2), DY: 3}
@@ -97,7 +102,7 @@ func shippedApps() []shippedApp {
 			}},
 		{app: "pcmanfm",
 			acts: []appAction{
-				{name: "click", act: click(0.6, 0.35)},
+				{name: "click", act: clickPx(205, 98), alt: clickPx(300, 98)}, // two icons
 				{name: "type", act: typ("d"), undo: escape}, // closes the type-ahead search
 				{name: "key", act: key("Down")},
 				{name: "scroll", act: scroll(3)},

@@ -681,6 +681,19 @@ func TestSessionWithWindowManager(t *testing.T) {
 	if got.WindowID != found.ID {
 		t.Errorf("activate_window got %d; want %d", got.WindowID, found.ID)
 	}
+	if res.WindowID != found.ID {
+		t.Errorf("launch_app window got %d; want %d (its window once mapped)", res.WindowID, found.ID)
+	}
+	if got := act(t, d, aci.Action{Verb: aci.ActivateWindow, App: "Shinken-Term"}); got.WindowID != found.ID {
+		t.Errorf("activate_window by title got %d; want %d", got.WindowID, found.ID)
+	}
+	if _, err := d.cl.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.ActivateWindow, App: "no-such-app"}}); aci.CodeOf(err) != aci.CodeNotFound {
+		t.Errorf("activate_window of no window: got %v; want not_found", err)
+	}
+	lw := act(t, d, aci.Action{Verb: aci.ListWindows})
+	if len(lw.Windows) != 1 || lw.Windows[0].ID != found.ID || !lw.Windows[0].Focused || lw.Windows[0].Title != "shinken-term" {
+		t.Errorf("list_windows verb got %+v; want the focused shinken-term", lw.Windows)
+	}
 	apps, err := guest.ReadApps(filepath.Join(filepath.Dir(d.sock), "state"))
 	if err != nil || len(apps) != 1 || apps[0].App != "xterm" {
 		t.Errorf("recorded apps got %+v, %v; want xterm", apps, err)

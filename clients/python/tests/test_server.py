@@ -298,3 +298,20 @@ def test_episode_over(shared_env):
         shared_env.step(WAIT)
     shared_env.reset()  # and a reset starts a new one on the same env
     assert shared_env.step(WAIT)[4]["step"] == 1
+
+
+def test_downscaled_env_clicks_in_frame_pixels(server, task_id):
+    """With a downscaled frame the client sends coords "frame": a click at a
+    frame pixel lands on the screen pixel the frame's descriptor maps it to."""
+    with shinken.Env(server.url, task=task_id, token=server.token,
+                     observe={"format": "png", "max_long_edge": 640}) as e:
+        _, info = e.reset()
+        d = info["display"]
+        sx, sy = d["source_rect"]["w"] / d["delivered"]["w"], d["source_rect"]["h"] / d["delivered"]["h"]
+        _, _, _, _, info = e.step({"verb": "click", "target": (101, 77)})
+        assert info.get("error") is None, info.get("error")
+        assert info["coords"] == "frame" and info["results"][0]["status"] == "ok"
+        assert info["pointer"] == (d["source_rect"]["x"] + int(101 * sx), d["source_rect"]["y"] + int(77 * sy))
+        assert info["settle"]["timed_out"] is False
+        _, _, _, _, info = e.step({"verb": "click", "target": (640, 10)})  # just off the frame
+        assert info["error"].code == "invalid_action"

@@ -6,6 +6,7 @@ package xrec
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,8 @@ type Recorder struct {
 	gc   xproto.Gcontext
 	root xproto.Window
 
+	onEvent func(Event)
+
 	mu     sync.Mutex
 	events []Event
 	min    xproto.Keycode
@@ -40,15 +43,33 @@ type Recorder struct {
 	done   chan struct{}
 }
 
-// New opens display, creates a w×h window at (x, y) named name, maps it,
-// focuses it, and starts recording.
+// Options tune NewWith.
+type Options struct {
+	// Managed makes an ordinary top-level window that the window manager
+	// manages (and activates), instead of an override-redirect one.
+	Managed bool
+	// OnEvent, when set, is called with each event as it is recorded.
+	OnEvent func(Event)
+}
+
+// New opens display, creates a w×h override-redirect window at (x, y) named
+// name, maps it, focuses it, and starts recording.
 func New(display string, x, y, w, h int, name string) (*Recorder, error) {
+	return NewWith(display, x, y, w, h, name, Options{})
+}
+
+// NewWith is New with options.
+func NewWith(display string, x, y, w, h int, name string, o Options) (*Recorder, error) {
 	c, err := xgb.NewConnDisplay(display)
 	if err != nil {
 		return nil, err
 	}
 	scr := xproto.Setup(c).DefaultScreen(c)
-	r := &Recorder{c: c, root: scr.Root, done: make(chan struct{})}
+	r := &Recorder{c: c, root: scr.Root, done: make(chan struct{}), onEvent: o.OnEvent}
+	override := uint32(1)
+	if o.Managed {
+		override = 0
+	}
 	if err := r.loadKeymap(); err != nil {
 		c.Close()
 		return nil, err
@@ -58,13 +79,18 @@ func New(display string, x, y, w, h int, name string) (*Recorder, error) {
 		xproto.EventMaskKeyRelease | xproto.EventMaskPointerMotion | xproto.EventMaskStructureNotify)
 	if err := xproto.CreateWindowChecked(c, scr.RootDepth, r.Win, scr.Root, int16(x), int16(y), uint16(w), uint16(h), 0,
 		xproto.WindowClassInputOutput, scr.RootVisual, xproto.CwBackPixel|xproto.CwOverrideRedirect|xproto.CwEventMask,
-		[]uint32{0, 0, mask}).Check(); err != nil {
+		[]uint32{0, override, mask}).Check(); err != nil {
 		c.Close()
 		return nil, err
 	}
 	xproto.ChangeProperty(c, xproto.PropModeReplace, r.Win, xproto.AtomWmName, xproto.AtomString, 8, uint32(len(name)), []byte(name))
 	class := name + "\x00" + name + "\x00"
 	xproto.ChangeProperty(c, xproto.PropModeReplace, r.Win, xproto.AtomWmClass, xproto.AtomString, 8, uint32(len(class)), []byte(class))
+	if a, err := xproto.InternAtom(c, false, uint16(len("_NET_WM_PID")), "_NET_WM_PID").Reply(); err == nil {
+		pid := uint32(os.Getpid())
+		xproto.ChangeProperty(c, xproto.PropModeReplace, r.Win, a.Atom, xproto.AtomCardinal, 32, 1,
+			[]byte{byte(pid), byte(pid >> 8), byte(pid >> 16), byte(pid >> 24)})
+	}
 	r.gc, _ = xproto.NewGcontextId(c)
 	xproto.CreateGC(c, r.gc, xproto.Drawable(r.Win), 0, nil)
 	go r.loop()
@@ -177,8 +203,14 @@ func (r *Recorder) loop() {
 		r.mu.Lock()
 		r.events = append(r.events, e)
 		r.mu.Unlock()
+		if r.onEvent != nil {
+			r.onEvent(e)
+		}
 	}
 }
+
+// Done is closed when the recorder's connection has ended.
+func (r *Recorder) Done() <-chan struct{} { return r.done }
 
 // Events returns a copy of what was recorded so far.
 func (r *Recorder) Events() []Event {
