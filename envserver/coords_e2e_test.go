@@ -18,27 +18,38 @@ import (
 	"github.com/shinken-rl/shinken/guest/wire"
 )
 
-// xrecd builds the recording X client (guest/internal/xrec/xrecd) where a
-// sandbox can run it: beside the package (a sandbox's /tmp is its own, the
-// host's tree is visible read-only), world-readable.
-func xrecd(t *testing.T) string {
+// xrecd builds the recording X client (guest/internal/xrec/xrecd) and
+// returns its bytes: a sandbox sees none of the host's tree, so tests put it
+// inside with installXrecd.
+func xrecd(t *testing.T) []byte {
 	t.Helper()
-	dir, err := os.MkdirTemp(".", ".xrecd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin, err := filepath.Abs(filepath.Join(dir, "xrecd"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := filepath.Join(t.TempDir(), "xrecd")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/shinken-rl/shinken/guest/internal/xrec/xrecd")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build xrecd: %v: %s", err, out)
 	}
-	return bin
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// installXrecd puts the recorder into env's sandbox and returns its path there.
+func installXrecd(t *testing.T, s *servertest.Server, envID string, bin []byte) string {
+	t.Helper()
+	g, err := envserver.EnvGuest(s.Server, envID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const path = "/tmp/xrecd"
+	if err := g.PutFile(ctx, wire.PutFileArgs{Path: path, Data: bin, Mode: 0o755}); err != nil {
+		t.Fatalf("put xrecd into the sandbox: %v", err)
+	}
+	return path
 }
 
 // oneStep runs one step on env and returns its result, failing on a
@@ -102,7 +113,8 @@ func TestFrameCoordsLandOnTheScreenPixel(t *testing.T) {
 			env := r.Results[0].EnvID
 			defer closeEnvs(s, env)
 			// The recorder: a managed 900x600 window, activated by the WM.
-			res := oneStep(t, s, sc.obs, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.LaunchApp, App: bin, Args: []string{"xrec.log", "900", "600"}}})
+			rec := installXrecd(t, s, env, bin)
+			res := oneStep(t, s, sc.obs, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.LaunchApp, App: rec, Args: []string{"xrec.log", "900", "600"}}})
 			if res.Info.Error != nil || len(res.Info.Results) != 1 || res.Info.Results[0].WindowID == 0 {
 				t.Fatalf("launch recorder: %+v %+v", res.Info.Error, res.Info.Results)
 			}
@@ -138,22 +150,35 @@ func TestFrameCoordsLandOnTheScreenPixel(t *testing.T) {
 			gx, gy := toFrame(rect.X+rect.W-41, rect.Y+rect.H-23)
 			nx, ny := toFrame(rect.X+rect.W/2, rect.Y+rect.H/3)
 			normX, normY := nx/float64(d.Delivered.W-1), ny/float64(d.Delivered.H-1)
+			// UI-TARS text with no declared coords is read in its family's
+			// default space, 0..1000 of the frame.
+			kx, ky := math.Round(nx*1000/float64(d.Delivered.W-1)), math.Round(ny*1000/float64(d.Delivered.H-1))
+			kfx, kfy := math.Round(kx/1000*float64(d.Delivered.W-1)), math.Round(ky/1000*float64(d.Delivered.H-1))
 			cases := []struct {
 				name string
 				st   api.StepEnv
 				want [2]int
+				own  bool // the text's own space: no coords on the step
 			}{
-				{"typed-px", api.StepEnv{Action: &aci.Action{Verb: aci.Click, Target: aci.Px(fx, fy)}}, want(fx, fy)},
+				{"typed-px", api.StepEnv{Action: &aci.Action{Verb: aci.Click, Target: aci.Px(fx, fy)}}, want(fx, fy), false},
 				{"typed-norm", api.StepEnv{Action: &aci.Action{Verb: aci.Click, Target: aci.Norm(normX, normY)}},
-					want(math.Round(normX*float64(d.Delivered.W-1)), math.Round(normY*float64(d.Delivered.H-1)))},
-				{"pyautogui", api.StepEnv{Text: ptr(fmt.Sprintf("pyautogui.click(%d, %d)", int(gx), int(gy))), Dialect: "pyautogui"}, want(gx, gy)},
-				{"xml", api.StepEnv{Text: ptr(fmt.Sprintf(`<click x="%d" y="%d"/>`, int(fx)+3, int(fy)+2)), Dialect: "xml"}, want(fx+3, fy+2)},
+					want(math.Round(normX*float64(d.Delivered.W-1)), math.Round(normY*float64(d.Delivered.H-1))), false},
+				{"pyautogui", api.StepEnv{Text: ptr(fmt.Sprintf("pyautogui.click(%d, %d)", int(gx), int(gy))), Dialect: "pyautogui"}, want(gx, gy), false},
+				{"xml", api.StepEnv{Text: ptr(fmt.Sprintf(`<click x="%d" y="%d"/>`, int(fx)+3, int(fy)+2)), Dialect: "xml"}, want(fx+3, fy+2), false},
+				{"uitars-norm1000", api.StepEnv{Text: ptr(fmt.Sprintf("Thought: the middle.\nAction: click(start_box='(%d,%d)')", int(kx), int(ky))), Dialect: "uitars"}, want(kfx, kfy), true},
 			}
 			for i, c := range cases {
-				c.st.EnvID, c.st.Coords = env, aci.CoordsFrame
+				c.st.EnvID = env
+				if !c.own {
+					c.st.Coords = aci.CoordsFrame
+				}
 				res := oneStep(t, s, sc.obs, c.st)
 				if res.Info.Error != nil {
 					t.Fatalf("%s: %v", c.name, res.Info.Error)
+				}
+				if c.st.Text != nil && (res.Info.Dialect != c.st.Dialect || len(res.Info.Actions) != 1 || res.Info.Actions[0].Target == nil ||
+					[2]int{int(res.Info.Actions[0].Target.X), int(res.Info.Actions[0].Target.Y)} != c.want) {
+					t.Errorf("%s: info dialect %q actions %+v; want %s and one click at %v", c.name, res.Info.Dialect, res.Info.Actions, c.st.Dialect, c.want)
 				}
 				if res.Obs.Display != d {
 					t.Fatalf("%s: the frame's descriptor moved (%+v, was %+v)", c.name, res.Obs.Display, d)

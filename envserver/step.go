@@ -70,10 +70,10 @@ func (s *Server) stepGroups(req *api.StepRequest) []string {
 }
 
 // actionsOf resolves a step's one-of action/actions/text into actions and,
-// for text, the dialect's default coordinate space. A malformed request is a
-// bad_request; unparsable model text is an agent error (dialect_error) that
-// the step records.
-func actionsOf(st *api.StepEnv) (acts []aci.Action, textCoords *aci.Coords, agentErr, reqErr error) {
+// for text, what the dialect read (its name, default coordinate space and
+// any answer). A malformed request is a bad_request; unparsable model text is
+// an agent error (dialect_error) that the step records.
+func actionsOf(st *api.StepEnv) (acts []aci.Action, parsed *dialect.Parsed, agentErr, reqErr error) {
 	n := 0
 	if st.Action != nil {
 		n++
@@ -87,16 +87,16 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, textCoords *aci.Coords, agen
 		n++
 		d := st.Dialect
 		if d == "" {
-			d = "auto"
+			d = dialect.Auto
 		}
-		parsed, err := dialect.Parse(d, *st.Text)
+		p, err := dialect.Parse(d, *st.Text)
 		if err != nil {
 			if aci.CodeOf(err) == aci.CodeDialectError {
 				return nil, nil, err, nil
 			}
 			return nil, nil, nil, err
 		}
-		acts, textCoords = parsed.Actions, &parsed.Coords
+		acts, parsed = p.Actions, &p
 	}
 	if n != 1 {
 		return nil, nil, nil, aci.Errorf(aci.CodeBadRequest, "a step needs exactly one of action, actions or text")
@@ -106,10 +106,10 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, textCoords *aci.Coords, agen
 	}
 	for i := range acts {
 		if !acts[i].Verb.Known() {
-			return acts, textCoords, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
+			return acts, parsed, aci.Errorf(aci.CodeUnknownVerb, "unknown verb %q (known: %s)", acts[i].Verb, verbList()), nil
 		}
 	}
-	return acts, textCoords, nil, nil
+	return acts, parsed, nil, nil
 }
 
 func verbList() string {
@@ -136,9 +136,13 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	case e.ep.over:
 		return fail(aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (%s): reset the env", e.ep.traj.EpisodeID, e.ep.traj.ExitReason))
 	}
-	acts, textCoords, agentErr, reqErr := actionsOf(st)
+	acts, parsed, agentErr, reqErr := actionsOf(st)
 	if reqErr != nil {
 		return fail(reqErr)
+	}
+	var textCoords *aci.Coords
+	if parsed != nil {
+		textCoords = &parsed.Coords
 	}
 	coords, err := stepCoords(st, e.coords, textCoords)
 	if err != nil {
@@ -165,6 +169,9 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	ep := e.ep
 	t0 := time.Now()
 	rec := trajectory.Step{Index: ep.step, Actions: acts, Dialect: st.Dialect}
+	if parsed != nil {
+		rec.Dialect, rec.Answer = parsed.Dialect, parsed.Answer
+	}
 	if st.Text != nil {
 		rec.Text = *st.Text
 	}
@@ -214,6 +221,10 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
 		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
 			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
+	if parsed != nil {
+		// What the model's text became, as it ran (screen coordinates).
+		res.Info.Actions, res.Info.Dialect, res.Info.Answer = acts, parsed.Dialect, parsed.Answer
+	}
 	var reason trajectory.ExitReason
 	switch {
 	case agentErr != nil && e.task.EndOnAgentError:

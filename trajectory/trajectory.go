@@ -54,6 +54,7 @@ type Step struct {
 	Actions          []aci.Action `msgpack:"actions" json:"actions"`
 	Text             string       `msgpack:"text,omitempty" json:"text,omitempty"`
 	Dialect          string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
+	Answer           string       `msgpack:"answer,omitempty" json:"answer,omitempty"` // a model's final answer, when its text gave one
 	PromptIDs        []int        `msgpack:"prompt_ids" json:"prompt_ids"`
 	ResponseIDs      []int        `msgpack:"response_ids" json:"response_ids"`
 	ResponseMask     []int        `msgpack:"response_mask" json:"response_mask"` // 1 per response id: model tokens

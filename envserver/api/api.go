@@ -106,6 +106,13 @@ type Info struct {
 	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
 	// Coords is the coordinate space the step's actions were read in.
 	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
+	// Actions, Dialect and Answer are set on a step given as model text: the
+	// actions it was parsed into (as they ran, in screen pixels), the dialect
+	// that read it, and the answer it ended with (call_user, answer,
+	// finished(content=...)), if any.
+	Actions []aci.Action `msgpack:"actions,omitempty" json:"actions,omitempty"`
+	Dialect string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
+	Answer  string       `msgpack:"answer,omitempty" json:"answer,omitempty"`
 }
 
 // Result is one env's slot in a reset/step/fork reply. When Error is set the
