@@ -87,6 +87,7 @@ type Server struct {
 	cancel  context.CancelFunc
 	http    *fasthttp.Server
 	metrics fasthttp.RequestHandler
+	ui      fasthttp.RequestHandler // the web UI at /ui; does its own auth (header or session cookie)
 
 	mu       sync.Mutex
 	envs     map[string]*env
@@ -130,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 		ErrorHandler:       s.handleParseError,
 		NoDefaultDate:      true,
 	}
+	s.ui = s.startUI()
 	s.wg.Add(1)
 	go s.reapIdle()
 	return s, nil
@@ -272,6 +274,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("ok")
 		return
 	}
+	if route == "ui" {
+		s.ui(ctx)
+		return
+	}
 	c := codecFor(ctx.Request.Header.ContentType())
 	if !ctx.IsPost() && !ctx.IsGet() {
 		s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "method %s not allowed", ctx.Method()))
@@ -337,6 +343,9 @@ func routeOf(path string) string {
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
+	}
+	if path == "/ui" || strings.HasPrefix(path, "/ui/") {
+		return "ui"
 	}
 	return "other"
 }
