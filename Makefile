@@ -13,7 +13,7 @@ TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
 # scrot), the Python client's dependencies, and debootstrap for the image.
 DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator \
                fonts-dejavu-core python3-msgpack python3-numpy python3-pil python3-pytest \
-               debootstrap
+               debootstrap chromium
 GO_BINS     := envserver guestd rollout bench
 
 .PHONY: help deps build run test test-go test-python test-race bench bench-quick fuzz lint image clean

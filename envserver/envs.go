@@ -29,6 +29,9 @@ type env struct {
 	task      *configs.Task
 	ep        *episode
 	lastFrame string
+	// shown is ep for readers that must not wait on a call in flight (the
+	// web UI); set with ep.
+	shown atomic.Pointer[episode]
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -213,6 +216,7 @@ func (s *Server) startEpisode(e *env, task *configs.Task, seed *int64, forkOf st
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
 	}}
 	e.ep = ep
+	e.shown.Store(ep)
 	s.mu.Lock()
 	s.episodes[ep.traj.EpisodeID] = ep
 	s.mu.Unlock()

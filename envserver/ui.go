@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/ui"
 	"github.com/shinken-rl/shinken/trajectory"
@@ -41,8 +40,6 @@ type uiSource struct {
 
 // envMemo is the part of an env guarded by its call lock.
 type envMemo struct {
-	ep      *episode
-	task    *configs.Task
 	sandbox string
 	dead    bool
 }
@@ -61,48 +58,47 @@ func (u *uiSource) Envs() []ui.Env {
 	next := make(map[string]envMemo, len(envs))
 	out := make([]ui.Env, 0, len(envs))
 	for _, e := range envs {
+		ep := e.shown.Load()
 		m, busy := u.memo[e.id], true
 		if e.mu.TryLock() {
 			busy = false
-			m = envMemo{ep: e.ep, task: e.task, dead: e.lease == nil || e.lease.Err() != nil}
+			m = envMemo{dead: e.lease == nil || e.lease.Err() != nil}
 			if e.lease != nil {
 				m.sandbox = e.lease.ID()
 			}
 			e.mu.Unlock()
 		}
 		next[e.id] = m
-		row := ui.Env{ID: e.id, Sandbox: m.sandbox, Busy: busy}
-		row.LastUsed = timeOfNanos(e.lastUsed.Load())
-		if m.task != nil {
-			row.Task, row.MaxSteps = m.task.ID, m.task.MaxSteps
+		row := ui.Env{ID: e.id, Sandbox: m.sandbox, Busy: busy, LastUsed: timeOfNanos(e.lastUsed.Load())}
+		if ep == nil {
+			row.State = "idle"
+			if busy {
+				row.State = "resetting"
+			}
+			out = append(out, row)
+			continue
+		}
+		ep.mu.Lock()
+		row.EpisodeID, row.Task = ep.traj.EpisodeID, ep.traj.Task
+		row.Step, row.Reward, row.ExitReason = len(ep.traj.Steps), ep.traj.Reward, string(ep.traj.ExitReason)
+		row.Frame = ep.traj.InitFrame
+		if n := len(ep.traj.Steps); n > 0 {
+			row.Frame = ep.traj.Steps[n-1].ObsFrame
+		}
+		over := ep.over
+		ep.mu.Unlock()
+		if t := s.cfg.Tasks[row.Task]; t != nil {
+			row.MaxSteps = t.MaxSteps
 		}
 		switch {
-		case m.ep == nil && busy:
+		case over && busy:
 			row.State = "resetting"
-		case m.ep == nil:
-			row.State = "idle"
-		default:
-			ep := m.ep
-			ep.mu.Lock()
-			row.EpisodeID, row.Task = ep.traj.EpisodeID, ep.traj.Task
-			row.Step, row.Reward, row.ExitReason = len(ep.traj.Steps), ep.traj.Reward, string(ep.traj.ExitReason)
-			row.Frame = ep.traj.InitFrame
-			if n := len(ep.traj.Steps); n > 0 {
-				row.Frame = ep.traj.Steps[n-1].ObsFrame
-			}
-			over := ep.over
-			ep.mu.Unlock()
-			switch {
-			case over && busy:
-				row.State = "resetting"
-			case over:
-				row.State = "over"
-			default:
-				row.State = "running"
-			}
-		}
-		if m.dead && !busy {
+		case m.dead && !busy:
 			row.State = "dead"
+		case over:
+			row.State = "over"
+		default:
+			row.State = "running"
 		}
 		out = append(out, row)
 	}

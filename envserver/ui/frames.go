@@ -113,7 +113,7 @@ func rawDims(n, sw, sh int) (w, h int, ok bool) {
 		}
 	}
 	// Accept only a size within rounding of the screen's aspect ratio.
-	if best < 0 || best > 2/float64(h) {
+	if best < 0 || best > want/float64(h) {
 		return 0, 0, false
 	}
 	return w, h, true

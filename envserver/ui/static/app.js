@@ -308,7 +308,7 @@ function replayView(id, params) {
   main.append(el("section", { id: "replay-view" },
     el("h2", {}, "Episode ", el("span", { id: "episode-id", text: id })), head,
     el("div", { class: "replay" },
-      el("div", {}, stage, el("div", { class: "controls" }, prev, scrub, next, posLabel),
+      el("div", {}, el("div", { class: "controls" }, prev, scrub, next, posLabel), stage,
         el("p", { class: "muted", text: "← → step · Home/End jump · the marks show the step's actions on the screen the model saw" })),
       detail)));
 
@@ -389,8 +389,12 @@ function replayView(id, params) {
     });
   }
 
-  const kv = (pairs) => el("div", { class: "kv" }, ...pairs.filter(([, v]) => v !== undefined && v !== null && v !== "")
-    .flatMap(([k, v]) => [el("span", { class: "k", text: k }), v instanceof Node ? v : el("span", { text: String(v) })]));
+  const kv = (pairs, cls) => {
+    const shown = pairs.filter(([, v]) => v !== undefined && v !== null && v !== "");
+    const val = (v) => (v instanceof Node ? v : el("span", { text: String(v) }));
+    if (cls === "kv-row") return el("div", { class: cls }, ...shown.map(([k, v]) => el("span", { class: "pair" }, el("span", { class: "k", text: k }), val(v))));
+    return el("div", { class: "kv" }, ...shown.flatMap(([k, v]) => [el("span", { class: "k", text: k }), val(v)]));
+  };
   const json = (v) => el("pre", { text: JSON.stringify(v, null, 2) });
 
   function actionLine(a) {
@@ -418,7 +422,7 @@ function replayView(id, params) {
       ["export", el("span", {},
         el("a", { id: "raw-link", href: "/ui/api/episodes/" + encodeURIComponent(id), target: "_blank", text: "raw trajectory JSON" }), " · ",
         el("a", { id: "gif-link", href: "/ui/api/episodes/" + encodeURIComponent(id) + "/replay.gif", text: "animated GIF" }))],
-    ]), ...other.map((k) => el("div", {}, el("h2", { text: k.replace(/_/g, " ") }), json(traj[k]))));
+    ], "kv-row"), ...other.map((k) => el("div", {}, el("h2", { text: k.replace(/_/g, " ") }), json(traj[k]))));
   }
 
   function renderStep(step, k, n) {
@@ -435,7 +439,7 @@ function replayView(id, params) {
       toks.push(["mean logprob", (lp.reduce((a, b) => a + b, 0) / lp.length).toFixed(3)]);
     }
     const other = Object.keys(step).filter((key) => !KNOWN_STEP.has(key));
-    detail.replaceChildren(
+    detail.replaceChildren(...[
       el("h2", { text: `Step ${k + 1} of ${n}` }),
       kv([["t", step.t_ms + " ms"], ["reward", fmtReward(step.reward)], ["dialect", step.dialect],
         ...toks, ["finish", step.finish_reason],
@@ -445,7 +449,7 @@ function replayView(id, params) {
       step.text ? el("div", {}, el("h2", { text: "Model text" }), el("pre", { id: "model-text", text: step.text })) : null,
       step.info ? el("div", { id: "step-info" }, el("h2", { text: "Info" }), json(step.info)) : null,
       step.a11y ? el("div", {}, el("h2", { text: "Accessibility tree" }), json(step.a11y)) : null,
-      ...other.map((key) => el("div", {}, el("h2", { text: key.replace(/_/g, " ") }), json(step[key]))));
+      ...other.map((key) => el("div", {}, el("h2", { text: key.replace(/_/g, " ") }), json(step[key])))].filter(Boolean));
   }
 
   const onKey = (ev) => {
