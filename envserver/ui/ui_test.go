@@ -27,7 +27,9 @@ type fakeSource struct {
 	reads  int
 }
 
-func (f *fakeSource) Envs() []Env { return []Env{{ID: "env-1", State: "running", Task: "t1", Frame: "00112233445566778899aabbccddeeff"}} }
+func (f *fakeSource) Envs() []Env {
+	return []Env{{ID: "env-1", State: "running", Task: "t1", Frame: "00112233445566778899aabbccddeeff"}}
+}
 func (f *fakeSource) Pool() PoolView {
 	return PoolView{Provider: "fake", ScreenW: 40, ScreenH: 25}
 }
