@@ -20,8 +20,9 @@ import (
 
 // TestUICost measures what the web UI costs the server while 16 envs step:
 // the server process's CPU seconds and the bytes it sends, per second, with
-// the pool view open in a headless browser and with it closed, alternating
-// in one run (closed, open, closed, open) so that both see the same load.
+// the pool view open in a headless browser (with its thumbnails, and with
+// full frames for comparison) and with it closed, alternating in one run so
+// that every phase sees the same load.
 // It runs only with SHINKEN_UI_BENCH=1 (SHINKEN_UI_BENCH_SECONDS sets each
 // phase's length, default 20):
 //
@@ -71,9 +72,11 @@ func TestUICost(t *testing.T) {
 		k := 0
 		for time.Now().Before(end) {
 			var sr api.StepRequest
-			for _, id := range envs {
+			// Each env types its own text: every screen differs, so the
+			// pool view has a new thumbnail per env per step to fetch.
+			for i, id := range envs {
 				sr.Steps = append(sr.Steps, api.StepEnv{EnvID: id, Actions: []aci.Action{
-					{Verb: aci.TypeText, Text: fmt.Sprintf("echo %d", k)}, {Verb: aci.Key, Keys: "Return"}}})
+					{Verb: aci.TypeText, Text: fmt.Sprintf("echo env %d step %d", i, k)}, {Verb: aci.Key, Keys: "Return"}}})
 			}
 			k++
 			var rep api.BatchReply
@@ -104,11 +107,16 @@ func TestUICost(t *testing.T) {
 		cpuPS, bytesPS, stepsPS, rq float64
 	}
 	var results []result
+	views := []struct{ name, path string }{
+		{"closed", ""},
+		{"open", "/ui/#/pool"},              // thumbnails, as the UI ships
+		{"open-full", "/ui/#/pool?thumb=0"}, // full frames, for comparison
+	}
 	for round := 0; round < 2; round++ {
-		for _, open := range []bool{false, true} {
-			target, name := "about:blank", "closed"
+		for _, v := range views {
+			target, name, open := "about:blank", v.name, v.path != ""
 			if open {
-				target, name = s.URL+"/ui/#/pool", "open"
+				target = s.URL + v.path
 			}
 			if err := chromedp.Do(ctx, chromedp.Navigate(target)); err != nil {
 				t.Fatal(err)
@@ -129,9 +137,9 @@ func TestUICost(t *testing.T) {
 		}
 	}
 	t.Logf("UI cost, %d envs stepping, %s phases (server process CPU includes the in-process trainer client, the same in both):", n, phase)
-	t.Logf("%-7s %12s %14s %10s %10s", "pool UI", "CPU s/s", "UI bytes/s", "steps/s", "UI req/s")
+	t.Logf("%-9s %12s %14s %10s %10s", "pool UI", "CPU s/s", "UI bytes/s", "steps/s", "UI req/s")
 	for _, r := range results {
-		t.Logf("%-7s %12.3f %14.0f %10.1f %10.1f", r.name, r.cpuPS, r.bytesPS, r.stepsPS, r.rq)
+		t.Logf("%-9s %12.3f %14.0f %10.1f %10.1f", r.name, r.cpuPS, r.bytesPS, r.stepsPS, r.rq)
 	}
 }
 
@@ -143,7 +151,9 @@ type scraped struct{ bytes, body float64 }
 // includes from the next scrape on.
 func scrape(t *testing.T, url string) (scraped, float64) {
 	t.Helper()
-	r, err := http.Get(url + "/metrics")
+	// Uncompressed, so the body's length is what the server counted.
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	r, err := c.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

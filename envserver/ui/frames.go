@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"net/http"
 	"regexp"
+	"strconv"
 )
 
 var hashRE = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
@@ -21,7 +22,19 @@ func (u *UI) frame(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "bad_request", "frame: not a frame hash")
 		return
 	}
+	width := 0
+	if v := r.URL.Query().Get("w"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 16 || n > maxThumbWidth {
+			writeJSONError(w, http.StatusBadRequest, "bad_request", "frame: w must be 16.."+strconv.Itoa(maxThumbWidth))
+			return
+		}
+		width = n
+	}
 	etag := `"` + hash + `"`
+	if width > 0 {
+		etag = `"` + hash + "-w" + strconv.Itoa(width) + `"`
+	}
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
 		return
@@ -32,12 +45,19 @@ func (u *UI) frame(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctype := ""
-	switch format {
-	case "png":
-		ctype = "image/png"
-	case "jpeg":
+	switch {
+	case width > 0:
+		data, err = u.thumb(hash, width, data, format)
+		if err != nil {
+			writeJSONError(w, http.StatusUnsupportedMediaType, "unsupported", err.Error())
+			return
+		}
 		ctype = "image/jpeg"
-	case "raw":
+	case format == "png":
+		ctype = "image/png"
+	case format == "jpeg":
+		ctype = "image/jpeg"
+	case format == "raw":
 		img, err := u.decodeRaw(data)
 		if err != nil {
 			writeJSONError(w, http.StatusUnsupportedMediaType, "unsupported", err.Error())

@@ -138,38 +138,13 @@ func (u *UI) replayGIF(t *trajectory.Trajectory) (*gif.GIF, error) {
 	return g, nil
 }
 
-// quantize scales img so its long edge is at most edge (box filter) and maps
-// it onto the color cube.
+// quantize scales img so its long edge is at most edge and maps it onto
+// the color cube.
 func quantize(img image.Image, edge int) *image.Paletted {
-	b := img.Bounds()
-	sw, sh := b.Dx(), b.Dy()
-	dw, dh := sw, sh
-	if long := max(sw, sh); long > edge {
-		dw, dh = max(sw*edge/long, 1), max(sh*edge/long, 1)
-	}
-	out := image.NewPaletted(image.Rect(0, 0, dw, dh), cube)
-	rgba, isRGBA := img.(*image.RGBA)
-	for y := 0; y < dh; y++ {
-		y0, y1 := y*sh/dh, max((y+1)*sh/dh, y*sh/dh+1)
-		for x := 0; x < dw; x++ {
-			x0, x1 := x*sw/dw, max((x+1)*sw/dw, x*sw/dw+1)
-			var r, g, bl, n uint32
-			for yy := y0; yy < y1; yy++ {
-				for xx := x0; xx < x1; xx++ {
-					if isRGBA {
-						o := rgba.PixOffset(b.Min.X+xx, b.Min.Y+yy)
-						r += uint32(rgba.Pix[o])
-						g += uint32(rgba.Pix[o+1])
-						bl += uint32(rgba.Pix[o+2])
-					} else {
-						cr, cg, cb, _ := img.At(b.Min.X+xx, b.Min.Y+yy).RGBA()
-						r, g, bl = r+cr>>8, g+cg>>8, bl+cb>>8
-					}
-					n++
-				}
-			}
-			out.Pix[y*out.Stride+x] = cubeIndex(uint8(r/n), uint8(g/n), uint8(bl/n))
-		}
+	small := downscale(img, edge)
+	out := image.NewPaletted(small.Rect, cube)
+	for i, j := 0, 0; i < len(out.Pix); i, j = i+1, j+4 {
+		out.Pix[i] = cubeIndex(small.Pix[j], small.Pix[j+1], small.Pix[j+2])
 	}
 	return out
 }

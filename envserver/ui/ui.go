@@ -120,6 +120,7 @@ type UI struct {
 	index   *index
 	mux     *http.ServeMux
 	gifSlot chan struct{} // one replay export at a time
+	thumbs  *thumbCache
 }
 
 // CookieName is the session cookie a login sets.
@@ -142,7 +143,7 @@ func New(src Source, opt Options) *UI {
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
 	}
-	u := &UI{src: src, opt: opt, series: newSeries(opt.SeriesLen), index: newIndex(src, opt.IndexEvery), gifSlot: make(chan struct{}, 1)}
+	u := &UI{src: src, opt: opt, series: newSeries(opt.SeriesLen), index: newIndex(src, opt.IndexEvery), gifSlot: make(chan struct{}, 1), thumbs: newThumbCache(16 << 20)}
 	if opt.Token != "" {
 		// The cookie carries a value derived from the token, not the token:
 		// a leaked cookie jar or log line does not leak the API token.

@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
+	"image/jpeg"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
@@ -244,6 +245,16 @@ func TestFrameAndGIF(t *testing.T) {
 	w := get(t, u, "/ui/frames/"+fmt.Sprintf("%032x", 1), nil)
 	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "image/png" || !strings.Contains(w.Header().Get("Cache-Control"), "immutable") {
 		t.Fatalf("frame: got %d %q %q", w.Code, w.Header().Get("Content-Type"), w.Header().Get("Cache-Control"))
+	}
+	w = get(t, u, "/ui/frames/"+fmt.Sprintf("%032x", 1)+"?w=20", nil)
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "image/jpeg" {
+		t.Fatalf("thumbnail: got %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+	if img, err := jpeg.Decode(bytes.NewReader(w.Body.Bytes())); err != nil || img.Bounds().Dx() != 20 || img.Bounds().Dy() != 12 {
+		t.Fatalf("thumbnail of a 40x25 frame at w=20: got %v (%v); want 20x12", img.Bounds(), err)
+	}
+	if w := get(t, u, "/ui/frames/"+fmt.Sprintf("%032x", 1)+"?w=5000", nil); w.Code != http.StatusBadRequest {
+		t.Fatalf("thumbnail too wide: got %d; want 400", w.Code)
 	}
 	if w := get(t, u, "/ui/frames/../../etc", nil); w.Code == http.StatusOK {
 		t.Fatalf("bad hash: got 200")

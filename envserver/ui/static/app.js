@@ -88,7 +88,7 @@ function route() {
   if (view === "episodes") stopView = episodesView(params);
   else if (view === "episode" && parts[1]) stopView = replayView(decodeURIComponent(parts[1]), params);
   else if (view === "tasks") stopView = tasksView();
-  else stopView = poolView();
+  else stopView = poolView(params);
 }
 window.addEventListener("hashchange", route);
 
@@ -102,7 +102,19 @@ const GAUGES = [
   ["deaths", "deaths", (s) => s.deaths],
 ];
 
-function poolView() {
+function poolView(params) {
+  // Thumbnails are server-made JPEGs this wide; thumb=0 shows full frames.
+  const thumbW = params.has("thumb") ? parseInt(params.get("thumb"), 10) || 0 : 320;
+  const thumbURL = (h) => frameURL(h) + (thumbW ? "?w=" + thumbW : "");
+  // Only cards on screen fetch their frames.
+  const seenCards = new IntersectionObserver((entries) => {
+    for (const en of entries) {
+      const c = en.target._card;
+      if (!c) continue;
+      c.visible = en.isIntersecting;
+      if (c.visible) loadThumb(c);
+    }
+  });
   const gauges = el("div", { class: "gauges", id: "gauges" });
   const gaugeEls = {};
   for (const [key, name] of GAUGES) {
@@ -174,13 +186,13 @@ function poolView() {
       }
       updateCard(c, e);
     }
-    for (const [id, c] of cards) if (!seen.has(id)) { c.root.remove(); cards.delete(id); }
+    for (const [id, c] of cards) if (!seen.has(id)) { seenCards.unobserve(c.root); c.root.remove(); cards.delete(id); }
     if (!envs.length && !grid.querySelector(".muted")) grid.append(el("p", { class: "muted", text: "No open envs." }));
     else if (envs.length) grid.querySelectorAll(":scope > p.muted").forEach((p) => p.remove());
   }
 
   function makeCard(id) {
-    const img = el("img", { class: "thumb", alt: "latest frame of " + id, loading: "lazy" });
+    const img = el("img", { class: "thumb", alt: "latest frame of " + id });
     const box = el("div", { class: "thumbbox" }, img);
     const state = el("span", { class: "badge" });
     const task = el("span"), step = el("span"), reward = el("span"), ep = el("a");
@@ -189,7 +201,20 @@ function poolView() {
         el("div", {}, el("span", { class: "id", text: id }), state),
         el("div", {}, task, step),
         el("div", {}, ep, reward)));
-    return { root, img, box, state, task, step, reward, ep, frame: "" };
+    const c = { root, img, box, state, task, step, reward, ep, frame: "", want: "", visible: false };
+    root._card = c;
+    seenCards.observe(root);
+    return c;
+  }
+
+  function loadThumb(c) {
+    if (!c.visible || !c.want || c.want === c.frame) return;
+    const h = c.want;
+    c.frame = h;
+    // Swap only once the new frame has loaded: no flicker.
+    const next = new Image();
+    next.onload = () => { if (c.frame === h) { c.img.src = next.src; c.img.dataset.frame = h; } };
+    next.src = thumbURL(h);
   }
 
   function updateCard(c, e) {
@@ -201,16 +226,10 @@ function poolView() {
     c.reward.textContent = e.exit_reason ? `${e.exit_reason} · r=${fmtReward(e.reward)}` : (e.step ? `r=${fmtReward(e.reward)}` : "");
     c.ep.textContent = e.episode_id || "";
     c.ep.href = e.episode_id ? "#/episode/" + encodeURIComponent(e.episode_id) : "#/pool";
-    if (e.frame && e.frame !== c.frame) {
-      // Swap only once the new frame has loaded: no flicker.
-      const next = new Image();
-      next.onload = () => { c.img.src = next.src; c.img.dataset.frame = e.frame; };
-      next.src = frameURL(e.frame);
-      c.frame = e.frame;
-    }
+    if (e.frame) { c.want = e.frame; loadThumb(c); }
   }
 
-  return () => { stopSeries(); stopPool(); };
+  return () => { stopSeries(); stopPool(); seenCards.disconnect(); };
 }
 
 // ---- episodes view ----
