@@ -126,6 +126,12 @@ func TestUICost(t *testing.T) {
 					t.Fatalf("pool view: %v", err)
 				}
 			}
+			if v.name == "open" && round == 1 && os.Getenv("SHINKEN_UI_SHOTS") != "" {
+				// The README's picture of a busy pool.
+				if err := within(ctx, 30*time.Second, chromedp.WaitVisible(chromedp.CSS(`#env-grid .env-card:nth-child(16) img.thumb[data-frame]`))); err == nil {
+					shot(t, ctx, "ui-pool-16.png")
+				}
+			}
 			a := read()
 			t0 := time.Now()
 			stepFor(phase)

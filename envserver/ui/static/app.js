@@ -139,7 +139,9 @@ function poolView(params) {
       if (!samples.length) continue;
       const vals = samples.map(get);
       const last = vals[vals.length - 1];
-      g.val.textContent = key.endsWith("_ps") ? rate(last) : String(last);
+      // Rates read as the mean of the last 5 s; one second is too jumpy.
+      const recent = vals.slice(-5);
+      g.val.textContent = key.endsWith("_ps") ? rate(recent.reduce((a, b) => a + b, 0) / recent.length) : String(last);
       const hi = Math.max(1, ...vals);
       const n = Math.max(vals.length - 1, 1);
       g.line.setAttribute("points", vals.map((v, i) => `${(i * 100 / n).toFixed(2)},${(38 - v * 36 / hi).toFixed(2)}`).join(" "));
