@@ -31,13 +31,20 @@ func chromium() string {
 	return ""
 }
 
-// newBrowser starts a headless Chromium for the test and ends it after.
-func newBrowser(t *testing.T, timeout time.Duration) context.Context {
+// needChromium skips the test where no Chromium is installed.
+func needChromium(t *testing.T) string {
 	t.Helper()
 	bin := chromium()
 	if bin == "" {
 		t.Skip("chromium not installed (make deps installs it)")
 	}
+	return bin
+}
+
+// newBrowser starts a headless Chromium for the test and ends it after.
+func newBrowser(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	bin := needChromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1400, 900),
 		chromedp.Flag("disable-dev-shm-usage", true))
@@ -98,6 +105,7 @@ func text(ctx context.Context, sel string) (string, error) {
 // the task view, with a screenshot of each view.
 func TestWebUI(t *testing.T) {
 	const token = "ui-test-token"
+	needChromium(t)
 	t0 := time.Now()
 	s := servertest.Start(t, servertest.Options{Pool: 2, Token: token})
 	t.Logf("server up in %s", time.Since(t0))
