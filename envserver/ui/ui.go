@@ -174,7 +174,13 @@ func (u *UI) Run(ctx context.Context) {
 func (u *UI) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	files := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
+	fileServer := http.StripPrefix("/ui/static/", http.FileServer(http.FS(static)))
+	// Embedded files carry no modification time: ask the browser to
+	// revalidate, so a new server's pages never run an old script.
+	files := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		fileServer.ServeHTTP(w, r)
+	})
 	m.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
 	m.HandleFunc("GET /ui/{$}", u.page)
 	m.Handle("GET /ui/static/", files)

@@ -446,6 +446,18 @@ function replayView(id, params) {
     ], "kv-row"), ...other.map((k) => el("div", {}, el("h2", { text: k.replace(/_/g, " ") }), json(traj[k]))));
   }
 
+  // info.settle and info.timings, when the trajectory records them.
+  function settleOf(info) {
+    const st = info && info.settle;
+    if (!st) return [];
+    return [["settle", `${st.waited_ms} ms${st.damaged ? ", damaged" : ""}${st.timed_out ? ", timed out" : ""}`]];
+  }
+  function timingsOf(info) {
+    const tm = info && info.timings;
+    if (!tm) return [];
+    return Object.entries(tm).map(([k, us]) => [k.replace(/_us$/, ""), (us / 1000).toFixed(1) + " ms"]);
+  }
+
   function renderStep(step, k, n) {
     if (!step) {
       detail.replaceChildren(el("h2", { text: "Final screen" }),
@@ -463,6 +475,7 @@ function replayView(id, params) {
     detail.replaceChildren(...[
       el("h2", { text: `Step ${k + 1} of ${n}` }),
       kv([["t", step.t_ms + " ms"], ["reward", fmtReward(step.reward)], ["dialect", step.dialect],
+        ...settleOf(step.info), ...timingsOf(step.info),
         ...toks, ["finish", step.finish_reason],
         ["error", step.error ? el("span", { class: "err", text: `${step.error.code}: ${step.error.message}` }) : null]]),
       el("h2", { text: "Actions" }),
