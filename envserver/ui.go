@@ -20,7 +20,7 @@ import (
 // startUI builds the web UI over the server's own state and starts its
 // sampler, owned by the server's wait group.
 func (s *Server) startUI() fasthttp.RequestHandler {
-	u := ui.New(&uiSource{s: s, memo: map[string]envMemo{}}, ui.Options{Token: s.cfg.Token, Logf: s.cfg.Logf})
+	u := ui.New(&uiSource{s: s, memo: map[string]envMemo{}}, ui.Options{Token: s.cfg.Token})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -107,7 +107,6 @@ type Options struct {
 	SeriesLen    int           // samples kept; default 600
 	IndexEvery   time.Duration // how stale the episode index may get; default 1 s
 	MaxGIFFrames int           // frames in an exported replay; default 300
-	Logf         func(format string, args ...any)
 }
 
 // UI serves the web UI. Create it with New, sample with Run, serve with
@@ -139,9 +138,6 @@ func New(src Source, opt Options) *UI {
 	}
 	if opt.MaxGIFFrames <= 0 {
 		opt.MaxGIFFrames = 300
-	}
-	if opt.Logf == nil {
-		opt.Logf = func(string, ...any) {}
 	}
 	u := &UI{src: src, opt: opt, series: newSeries(opt.SeriesLen), index: newIndex(src, opt.IndexEvery), gifSlot: make(chan struct{}, 1), thumbs: newThumbCache(16 << 20)}
 	if opt.Token != "" {
