@@ -31,6 +31,9 @@ type env struct {
 	lastFrame string
 	display   *aci.Display // descriptor of the frame last delivered: frame coordinates map through it
 	coords    *aci.Coords  // the env's default coordinate space (reset coords); nil: none set
+	// shown is ep for readers that must not wait on a call in flight (the
+	// web UI); set with ep.
+	shown atomic.Pointer[episode]
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -219,6 +222,7 @@ func (s *Server) startEpisode(e *env, task *configs.Task, seed *int64, forkOf st
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
 	}, maxSteps: task.MaxSteps}
 	e.ep = ep
+	e.shown.Store(ep)
 	s.mu.Lock()
 	s.episodes[ep.traj.EpisodeID] = ep
 	s.mu.Unlock()

@@ -75,7 +75,9 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 			fail(err)
 			return
 		}
+		ep.mu.Lock() // read concurrently by GET /v1/episodes and the UI
 		ep.traj.InitFrame = obs.Frame
+		ep.mu.Unlock()
 		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
 			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID, Settle: settle, MaxSteps: maxSteps}}, data: data}
 	})

@@ -130,7 +130,9 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		s.register(e, re.EnvID == "")
 		return fail(e.id, err)
 	}
+	ep.mu.Lock() // read concurrently by GET /v1/episodes and the UI
 	ep.traj.InitFrame = obs.Frame
+	ep.mu.Unlock()
 	s.register(e, re.EnvID == "")
 	return slot{
 		res: api.Result{

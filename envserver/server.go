@@ -117,6 +117,7 @@ type Server struct {
 	cancel  context.CancelFunc
 	http    *fasthttp.Server
 	metrics fasthttp.RequestHandler
+	ui      fasthttp.RequestHandler // the web UI at /ui; does its own auth (header or session cookie)
 
 	mu       sync.Mutex
 	envs     map[string]*env
@@ -169,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 		HeaderReceived:  s.headerReceived,
 		ContinueHandler: s.authorizedHeader,
 	}
+	s.ui = s.startUI()
 	s.wg.Add(1)
 	go s.reapIdle()
 	return s, nil
@@ -331,6 +333,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("ok")
 		return
 	}
+	if route == "ui" {
+		s.ui(ctx)
+		return
+	}
 	c := codecFor(ctx.Request.Header.ContentType())
 	if !ctx.IsPost() && !ctx.IsGet() {
 		s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "method %s not allowed", ctx.Method()))
@@ -396,6 +402,9 @@ func routeOf(path string) string {
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
+	}
+	if path == "/ui" || strings.HasPrefix(path, "/ui/") {
+		return "ui"
 	}
 	return "other"
 }
