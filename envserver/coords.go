@@ -107,3 +107,20 @@ func (s *Server) episodeKnobs(re *api.ResetEnv, task *configs.Task) (*aci.Coords
 	}
 	return coords, n, nil
 }
+
+// actedBeforeObserve reports whether the step's own capture must settle as
+// after an action although no action carried it: some input ran, and then
+// the step ended on screenshot, done or fail (which capture separately) or
+// on a refused action.
+func actedBeforeObserve(acts []aci.Action, results []aci.ActionResult) bool {
+	for i, a := range acts {
+		switch a.Verb {
+		case aci.Screenshot, aci.Done, aci.Fail:
+		default:
+			if i < len(results) && results[i].Status == aci.StatusOK {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -65,3 +65,25 @@ func TestMapActionsWithoutDescriptor(t *testing.T) {
 		t.Errorf("drag mapped to %+v → %+v; want (120,90) → (898,648)", *drag[0].Target, *drag[0].To)
 	}
 }
+
+func TestActedBeforeObserve(t *testing.T) {
+	ok, skipped := aci.ActionResult{Status: aci.StatusOK}, aci.ActionResult{Status: aci.StatusSkipped}
+	bad := aci.ActionResult{Status: string(aci.CodeInvalidAction)}
+	click, shot, done := aci.Action{Verb: aci.Click}, aci.Action{Verb: aci.Screenshot}, aci.Action{Verb: aci.Done}
+	cases := []struct {
+		acts []aci.Action
+		rs   []aci.ActionResult
+		want bool
+	}{
+		{[]aci.Action{shot}, []aci.ActionResult{ok}, false},
+		{[]aci.Action{click, done}, []aci.ActionResult{ok, ok}, true},
+		{[]aci.Action{click, shot}, []aci.ActionResult{ok, ok}, true},
+		{[]aci.Action{click, click}, []aci.ActionResult{ok, bad}, true},
+		{[]aci.Action{click, click}, []aci.ActionResult{bad, skipped}, false},
+	}
+	for i, c := range cases {
+		if got := actedBeforeObserve(c.acts, c.rs); got != c.want {
+			t.Errorf("case %d: got %v; want %v", i, got, c.want)
+		}
+	}
+}

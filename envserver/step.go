@@ -206,7 +206,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	}
 	tAct := time.Since(t0)
 	t1 := time.Now()
-	obs, data, settle, err := s.observe(ctx, e, b, actShot, false)
+	obs, data, settle, err := s.observe(ctx, e, b, actShot, actedBeforeObserve(acts, results))
 	if err != nil {
 		rec.Error = wireError(err)
 		s.recordStep(e, rec)

@@ -103,7 +103,7 @@ func shippedApps() []shippedApp {
 		{app: "pcmanfm",
 			acts: []appAction{
 				{name: "click", act: clickPx(205, 98), alt: clickPx(300, 98)}, // two icons
-				{name: "type", act: typ("d"), undo: escape}, // closes the type-ahead search
+				{name: "type", act: typ("d"), undo: escape},                   // closes the type-ahead search
 				{name: "key", act: key("Down")},
 				{name: "scroll", act: scroll(3)},
 				{name: "menu", act: menu, undo: escape},

@@ -25,7 +25,11 @@ func realFrames(tb testing.TB) [][]byte {
 		{ID: 2, Type: wire.TypeCall, Method: wire.MethodAct, TimeoutMS: 5000, Body: body(wire.ActArgs{
 			Action:  aci.Action{Verb: aci.Click, X: &x, Y: &y, Modifiers: []string{"ctrl"}},
 			Observe: &wire.ObserveArgs{Observe: aci.Observe{Format: "png", MaxLongEdge: 640}, IfNoneMatch: []string{"0123456789abcdef0123456789abcdef"}}})},
-		{ID: 2, Type: wire.TypeReply, Body: body(wire.ActResult{Pointer: [2]int{10, 20}, Obs: &wire.Shot{Hash: "0123456789abcdef0123456789abcdef", W: 640, H: 400, Format: "png", NotModified: true}})},
+		{ID: 2, Type: wire.TypeReply, Body: body(wire.ActResult{Pointer: [2]int{10, 20}, Obs: &wire.Shot{Hash: "0123456789abcdef0123456789abcdef", W: 640, H: 400, Format: "png", NotModified: true,
+			Settle: &aci.SettleInfo{WaitedMS: 310, Damaged: true}}})},
+		{ID: 5, Type: wire.TypeCall, Method: wire.MethodScreenshot, Body: body(wire.ObserveArgs{Observe: aci.Observe{Format: "raw", Scope: "active_window",
+			Settle: &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 2000}}, AfterInput: true})},
+		{ID: 6, Type: wire.TypeReply, Body: body(wire.ActResult{PID: 42, WindowID: 4194305, Windows: []wire.Window{{ID: 4194305, Title: "Terminal", Class: "XTerm", Focused: true, Geometry: aci.Rect{W: 640, H: 400}}}})},
 		{ID: 3, Type: wire.TypeCall, Method: wire.MethodExec, Body: body(wire.ExecArgs{Shell: "echo hi", Stream: true})},
 		{ID: 3, Type: wire.TypeChunk, Body: body(wire.ExecChunk{Seq: 0, Stream: "stdout", Data: []byte("hi\n")})},
 		{ID: 4, Type: wire.TypeReply, Error: aci.Errorf(aci.CodeDisplayError, "x server :1 did not answer")},
