@@ -12,7 +12,7 @@ import (
 // Verb names one agent (or desktop) action.
 type Verb string
 
-// Agent verbs (DESIGN.md, "Trainer-facing API").
+// Agent verbs (docs/api.md, "Actions").
 const (
 	Click          Verb = "click"
 	DoubleClick    Verb = "double_click"
@@ -161,7 +161,7 @@ type Observation struct {
 // Code is a wire error code. The set is closed: see Codes.
 type Code string
 
-// Error codes (DESIGN.md).
+// Error codes (docs/api.md, "Errors").
 const (
 	CodeBadRequest      Code = "bad_request"
 	CodePayloadTooLarge Code = "payload_too_large"

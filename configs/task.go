@@ -20,7 +20,7 @@ import (
 //go:embed tasks/*.json
 var embedded embed.FS
 
-// Task is one task (DESIGN.md, "Tasks and rewards").
+// Task is one task (docs/architecture.md, "Tasks and rewards").
 type Task struct {
 	ID          string      `json:"id"`
 	Instruction string      `json:"instruction"`

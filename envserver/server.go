@@ -1,7 +1,7 @@
 // Package envserver is the server a trainer talks to: batch reset/step/fork
 // over fasthttp with msgpack (or JSON) bodies, envs leased from a warm pool,
 // tasks with setup and verifiers, one frame cache shared by every env,
-// recorded trajectories and Prometheus metrics (DESIGN.md, "Trainer-facing API").
+// recorded trajectories and Prometheus metrics (docs/api.md).
 package envserver
 
 import (

@@ -7,7 +7,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 )
 
-// Snapshot kinds a provider may advertise (DESIGN.md, "Sandboxes, snapshots, forks").
+// Snapshot kinds a provider may advertise (docs/architecture.md, "Sandboxes, snapshots, forks").
 const (
 	SnapshotNone            = "none"
 	SnapshotDisk            = "disk"             // writable filesystem state only
@@ -25,7 +25,7 @@ type Capabilities struct {
 	Restore      bool   `msgpack:"restore" json:"restore"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
 	Resume       bool   `msgpack:"resume" json:"resume"`
-	// Confined says whether sandboxes are isolated as DESIGN.md requires; a
+	// Confined says whether sandboxes are isolated as docs/architecture.md describes; a
 	// provider that runs unconfined (operator's explicit choice) says false.
 	Confined bool `msgpack:"confined" json:"confined"`
 	// Isolation says, in words, what keeps the reward out of the agent's

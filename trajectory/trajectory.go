@@ -13,7 +13,7 @@ import (
 // ExitReason says why an episode ended.
 type ExitReason string
 
-// Exit reasons, from highest precedence to lowest (DESIGN.md, "Trajectories").
+// Exit reasons, from highest precedence to lowest (docs/architecture.md, "Trajectories").
 const (
 	SandboxDied  ExitReason = "sandbox_died"
 	SetupError   ExitReason = "setup_error"

@@ -1,5 +1,5 @@
-// Package api holds every type of the trainer⇄server protocol (DESIGN.md,
-// "Trainer-facing API"). Bodies are msgpack or JSON; binary fields are raw
+// Package api holds every type of the trainer⇄server protocol (docs/api.md).
+// Bodies are msgpack or JSON; binary fields are raw
 // bytes in msgpack and base64 in JSON. It is a leaf: aci and the standard
 // library only, so the server, the rollout runner and golden-file tests share
 // it without pulling in HTTP or X11 code.

@@ -94,7 +94,7 @@ def episodes(url: Any, episode_id: str, token: Optional[str] = None) -> Trajecto
 
 
 def to_verl_row(traj: Trajectory) -> Dict[str, Any]:
-    """One verl-style row for a multi-turn episode (DESIGN.md, "Trajectories").
+    """One verl-style row for a multi-turn episode (docs/architecture.md, "Trajectories").
 
     ``prompt_ids`` is turn 0's prompt; ``response_ids`` is every later token:
     each turn's response (mask 1) and the env tokens that the next turn's
