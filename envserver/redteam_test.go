@@ -138,7 +138,7 @@ func TestRedTeamDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping container boots")
 	}
-	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Edit: func(c *configs.Server) { c.Provider = "docker" }})
+	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Logf: t.Logf, Edit: func(c *configs.Server) { c.Provider = "docker" }})
 	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
 		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
 	}
