@@ -91,3 +91,30 @@ func benchStep(b *testing.B, s *servertest.Server, env string, acts []aci.Action
 	}
 	return r.Results[0]
 }
+
+// BenchmarkUnsolvedDone times done right after reset (reward 0) on every
+// shipped task: early in training most episodes end this way.
+//
+//	go test -run '^$' -bench BenchmarkUnsolvedDone -benchtime 3x ./envserver/
+func BenchmarkUnsolvedDone(b *testing.B) {
+	s := servertest.Start(b, servertest.Options{Pool: 2})
+	for _, id := range s.Tasks.IDs() {
+		b.Run(id, func(b *testing.B) {
+			b.StopTimer()
+			for range b.N {
+				var rr api.BatchReply
+				if _, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: id}}}, &rr); err != nil || rr.Results[0].Error != nil {
+					b.Fatalf("reset: %v %+v", err, rr.Results)
+				}
+				env := rr.Results[0].EnvID
+				b.StartTimer()
+				res := benchStep(b, s, env, []aci.Action{{Verb: aci.Done}})
+				b.StopTimer()
+				if res.Reward != 0 || res.Info.ExitReason != "task_complete" {
+					b.Fatalf("done: got reward %v exit %q; want 0 task_complete", res.Reward, res.Info.ExitReason)
+				}
+				s.Call("/v1/close", api.CloseRequest{EnvIDs: []string{env}}, nil)
+			}
+		})
+	}
+}
