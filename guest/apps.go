@@ -58,8 +58,7 @@ func (s *Server) startApp(app string, args []string) (int, error) {
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
-	s.asAgent(cmd)
-	pid, wait, err := s.procs.start(cmd)
+	pid, wait, err := s.startAgent(cmd)
 	if err != nil {
 		return 0, startError("launch_app", app, err)
 	}

@@ -34,6 +34,8 @@ type SessionConfig struct {
 	// WMAs is the identity the window manager runs as (the agent's: what
 	// its menus start is the agent's); nil: this process's.
 	WMAs *Identity
+	// WMCgroups are the cgroups the window manager is born in (the agent's).
+	WMCgroups *AgentCgroups
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -159,7 +161,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
 	cfg.WMAs.credential(wcmd)
-	wmpid, wwait, err := startChild(wcmd)
+	wmpid, wwait, err := cfg.WMCgroups.Start(wcmd, startChild)
 	wlog.Close()
 	if err != nil {
 		s.Close()

@@ -57,6 +57,12 @@ type Options struct {
 	NoFile, NProc uint64
 	// ShmBytes sizes the sandbox's private /dev/shm (default 64 MiB).
 	ShmBytes int64
+	// AgentMemory and AgentCPUs bound the agent's processes of one sandbox
+	// through cgroups, where the host offers them (defaults 2 GiB and 1;
+	// Spec.MemoryBytes overrides AgentMemory). guestd and the X server stay
+	// outside: what the agent exhausts is its own.
+	AgentMemory int64
+	AgentCPUs   int
 	// BootTimeout bounds one boot, from start to hello (default 30 s).
 	BootTimeout time.Duration
 	// MaxConcurrentBoots bounds the boots of one Fork (default 4).
@@ -98,6 +104,7 @@ type box struct {
 	cmd     *exec.Cmd
 	dead    chan struct{} // closed after the init was reaped
 	pidNS   string        // pid namespace id, "" when unconfined
+	cg      agentCgroups  // the agent's cgroups (host dirs); nil when none
 	exitErr error         // valid after dead is closed
 }
 
@@ -131,6 +138,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if opts.ShmBytes == 0 {
 		opts.ShmBytes = 64 << 20
+	}
+	if opts.AgentMemory == 0 {
+		opts.AgentMemory = 2 << 30
+	}
+	if opts.AgentCPUs == 0 {
+		opts.AgentCPUs = 1
 	}
 	if opts.BootTimeout == 0 {
 		opts.BootTimeout = 30 * time.Second
@@ -346,6 +359,17 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	if err := makeDirs(dir, seed, uid, gid); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
+	if uid >= 0 {
+		mem := p.opts.AgentMemory
+		if spec.MemoryBytes > 0 {
+			mem = spec.MemoryBytes
+		}
+		pids := int64(p.opts.NProc)
+		if spec.Pids > 0 {
+			pids = int64(spec.Pids)
+		}
+		b.cg = newAgentCgroups("shinken-"+id, agentLimits{memory: mem, pids: pids, cpus: p.opts.AgentCPUs})
+	}
 	cmd, err := p.command(spec, b, seed != "", uid, gid)
 	if err != nil {
 		return nil, err
@@ -361,6 +385,9 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		return nil, fmt.Errorf("process: start sandbox: %w", err)
 	}
 	b.cmd = cmd
+	if err := b.cg.enter(cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("process: sandbox cgroups: %w", err)
+	}
 	if p.confined {
 		b.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
 	}
@@ -438,6 +465,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		// agent's desktop runs as uid, verifiers as a uid of their own.
 		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
 			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
+		args = append(args, b.cg.guestdArgs()...)
 	}
 	env := []string{
 		"HOME=" + home,
@@ -467,6 +495,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		NoFile:  p.opts.NoFile,
 		NProc:   nproc,
 		ShmSize: p.opts.ShmBytes,
+		Cgroups: b.cg,
 	}
 	if uid >= 0 {
 		cfg.KeepCaps = guestdCaps
@@ -527,6 +556,7 @@ func (p *Provider) teardown(b *box) {
 func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 	if b.cmd != nil {
 		pid := b.cmd.Process.Pid
+		b.cg.thaw() // frozen processes cannot die
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		if !p.confined {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -541,6 +571,9 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			cleanStaleX(os.TempDir(), b.display)
 		}
+	}
+	if err := b.cg.remove(); err != nil {
+		p.opts.Logf("process: sandbox %s: cgroups: %v", filepath.Base(b.dir), err)
 	}
 	err := os.RemoveAll(b.dir)
 	p.displays.release(b.display)

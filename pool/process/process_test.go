@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
@@ -223,5 +224,60 @@ func TestDeepRootSocket(t *testing.T) {
 	defer p.Destroy(ctx, sb.ID)
 	if len(sb.GuestAddr) > maxSockPath {
 		t.Errorf("guest address %q is %d bytes; want at most %d", sb.GuestAddr, len(sb.GuestAddr), maxSockPath)
+	}
+}
+
+// TestAgentCgroups: where the host offers cgroups, the agent's processes
+// are in the sandbox's own (guestd and the X server are not), the agent
+// cannot reach them, exhausting the memory limit costs the agent its
+// process and nothing else, and score freezes them.
+func TestAgentCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("agent cgroups need root")
+	}
+	p := newTestProvider(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 96 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	cg := p.boxes[sb.ID].cg
+	p.mu.Unlock()
+	if _, ok := cg["freezer"]; !ok {
+		t.Skipf("no cgroup freezer on this host (%v)", cg)
+	}
+	c := pooltest.Dial(t, sb)
+	if out := pooltest.MustSh(t, c, "cat /proc/self/cgroup"); strings.Count(out, "shinken-"+sb.ID+"/agent") != len(cg) {
+		t.Errorf("agent's cgroups: %s; want the sandbox's agent cgroup in each of %v", out, cg)
+	}
+	if out, code := pooltest.Sh(t, c, "ls /run/cgroup 2>&1"); code == 0 {
+		t.Errorf("agent listed its cgroups: %q; want refused", out)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.InitPID(sb.ID))); err != nil || strings.Contains(string(b), "/agent") {
+		t.Errorf("guestd's cgroups: %s (%v); want outside the agent's", b, err)
+	}
+	if _, code := pooltest.Sh(t, c, `python3 -c 'x = bytearray(400 << 20); x[::4096] = b"x" * len(x[::4096])'`); code == 0 {
+		t.Errorf("agent allocated past its memory limit")
+	}
+	if h, err := c.Health(ctx); err != nil || !h.X {
+		t.Errorf("health after the agent's OOM: %+v, %v; want X up", h, err)
+	}
+	pooltest.MustSh(t, c, "sleep 600 >/dev/null 2>&1 &")
+	res, err := c.Score(ctx, wire.ScoreArgs{Shell: "echo 1", TimeoutMS: 5000})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" || !res.Isolated || res.Frozen == 0 {
+		t.Fatalf("score: %+v, %v; want 1, isolated, agent frozen", res, err)
+	}
+	if st, _ := os.ReadFile(cg["freezer"] + "/agent/freezer.state"); strings.TrimSpace(string(st)) != "FROZEN" {
+		t.Errorf("freezer.state after score = %q; want FROZEN", st)
+	}
+	if err := p.Destroy(ctx, sb.ID); err != nil {
+		t.Fatalf("destroy of a frozen sandbox: %v", err)
+	}
+	for _, d := range cg {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left after destroy (%v)", d, err)
+		}
 	}
 }
