@@ -175,6 +175,10 @@ func TestRedTeamDocker(t *testing.T) {
 // redTeam runs every exploit as a rollout job (the seed picks the exploit)
 // and checks reward, exit reason, attempts and the recorded steps.
 func redTeam(t *testing.T, s *servertest.Server) {
+	var spec api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || !spec.Pool.Confined || !strings.Contains(spec.Pool.Isolation, "verifier") {
+		t.Errorf("spec pool: %+v (%v); want confined, with its isolation described", spec.Pool, err)
+	}
 	xs := exploits(s.State)
 	byTask := map[string][]int{}
 	for i, x := range xs {

@@ -281,3 +281,42 @@ func TestAgentCgroups(t *testing.T) {
 		}
 	}
 }
+
+// TestMinimalRoot: a sandbox sees the OS and its own directories, nothing
+// else of the host: not this checkout (whose task files hold every answer),
+// not the provider's state, not locally installed binaries, not the
+// processes that are not the agent's.
+func TestMinimalRoot(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	sb := pooltest.Create(t, p)
+	c := pooltest.Dial(t, sb)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{wd, filepath.Dir(filepath.Dir(wd)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
+		if out, code := pooltest.Sh(t, c, "ls -d "+path+"/* 2>/dev/null | head -3"); code == 0 && out != "" {
+			t.Errorf("sandbox sees %s: %q", path, out)
+		}
+	}
+	top := strings.Fields(pooltest.MustSh(t, c, "ls -A /"))
+	allowed := map[string]bool{"usr": true, "bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+		"etc": true, "home": true, "tmp": true, "run": true, "var": true, "proc": true, "dev": true}
+	for _, e := range top {
+		if !allowed[e] {
+			t.Errorf("sandbox root holds %q; want only %v", e, allowed)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// hidepid: the agent sees its own processes only, not guestd's.
+		if out, _ := pooltest.Sh(t, c, "ls -d /proc/1 2>&1"); !strings.Contains(out, "No such file") {
+			t.Errorf("agent sees PID 1 (guestd): %q", out)
+		}
+		if out, code := pooltest.Sh(t, c, "kill -TERM 1 2>&1; kill -KILL 1 2>&1"); code == 0 {
+			t.Errorf("agent signalled guestd: %q", out)
+		}
+		if h, err := c.Health(context.Background()); err != nil || !h.X {
+			t.Errorf("health after the agent's kill 1: %+v, %v", h, err)
+		}
+	}
+}
