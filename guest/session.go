@@ -85,7 +85,9 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Display != "" {
 		args = append(args, cfg.Display)
 	}
-	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp")
+	// -noreset: the readiness probe is the first client, and the reset its
+	// disconnect would cause refuses the window manager connecting then.
+	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-noreset")
 	cmd := &exec.Cmd{Path: xvfb, Env: cfg.Env}
 	if cfg.Display == "" {
 		// Xvfb picks a free display and writes its number once it listens.

@@ -424,7 +424,8 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		p.mu.Lock()
 		delete(p.boxes, id)
 		p.mu.Unlock()
-		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s", id, err, logTail(filepath.Join(dir, "log")))
+		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s%s", id, err, logTail(filepath.Join(dir, "log")),
+			logTail(filepath.Join(dir, "home", ".shinken", "wm.log")))
 	}
 	return b.sb, nil
 }
