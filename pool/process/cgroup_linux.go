@@ -195,3 +195,16 @@ func removeRunCgroups(run string) {
 		}
 	}
 }
+
+// newCgroupsProbe names the agent controllers this host offers, as a
+// comma-separated list ("" for none).
+func newCgroupsProbe() string {
+	own := ownCgroups()
+	var ctls []string
+	for _, ctl := range agentControllers {
+		if _, ok := own[ctl]; ok {
+			ctls = append(ctls, ctl)
+		}
+	}
+	return strings.Join(ctls, ",")
+}

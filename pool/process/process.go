@@ -275,9 +275,13 @@ func (p *Provider) isolation() string {
 		return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes); one uid (user namespace): " +
 			"on done every process but guestd and Xvfb is stopped (SIGSTOP sweep by PID 1) and the verifier runs with its own HOME, as the agent's uid"
 	}
+	cg := "rlimits"
+	if c := newCgroupsProbe(); c != "" {
+		cg = "cgroups (" + c + ") the agent's processes are born in"
+	}
 	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid); guestd is PID 1, root with 7 capabilities; " +
-		"the agent runs as its own uid; on done every process but guestd and Xvfb is stopped (SIGSTOP sweep) and the verifier runs as a uid of its own " +
-		"with its own HOME; the guest socket is root's"
+		"the agent runs as its own uid under " + cg + "; on done the agent's processes are frozen (cgroup freezer where available, then a SIGSTOP sweep of " +
+		"every process but guestd and Xvfb) and the verifier runs as a uid of its own with its own HOME; the guest socket is root's"
 }
 
 // Create implements pool.Provider.
