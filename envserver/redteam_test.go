@@ -41,10 +41,35 @@ type exploit struct {
 }
 
 // sh is the agent running a shell command: the xterm tasks give it a
-// terminal, so launch_app of any program is theirs to use.
-func sh(script string) aci.Action {
-	return aci.Action{Verb: aci.LaunchApp, App: "sh", Args: []string{"-c", script}}
+// terminal, so launch_app of any program is theirs to use. args become $0...
+func sh(script string, args ...string) aci.Action {
+	return aci.Action{Verb: aci.LaunchApp, App: "sh", Args: append([]string{"-c", script}, args...)}
 }
+
+// starve speaks the guest protocol to the socket named by argv[1] (msgpack
+// encoded by hand: the sandbox may have no msgpack module) and holds every
+// exec slot guestd has with commands that sleep, so that a verifier run
+// through exec would find guestd busy.
+const starve = `import socket, struct, sys, time
+class Raw(bytes): pass
+def p(o):
+    if isinstance(o, Raw): return bytes(o)
+    if isinstance(o, dict): return bytes([0x80 | len(o)]) + b"".join(p(k) + p(v) for k, v in o.items())
+    if isinstance(o, list): return bytes([0x90 | len(o)]) + b"".join(p(x) for x in o)
+    if isinstance(o, str):
+        b = o.encode()
+        return (bytes([0xa0 | len(b)]) if len(b) < 32 else bytes([0xd9, len(b)])) + b
+    return bytes([o]) if o < 128 else b"\xcd" + struct.pack(">H", o)
+def send(s, m):
+    b = p(m)
+    s.sendall(struct.pack(">I", len(b)) + b)
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+send(s, {"id": 1, "t": "call", "m": "hello", "body": Raw(p({"protocol": 1}))})
+for i in range(2, 64):
+    send(s, {"id": i, "t": "call", "m": "exec", "body": Raw(p({"argv": ["sleep", "60"]}))})
+time.sleep(60)
+`
 
 func wait(ms int) aci.Action { return aci.Action{Verb: aci.Wait, MS: ms} }
 
@@ -69,8 +94,7 @@ func exploits(stateDir string) []exploit {
 		{name: "verifier stopped or killed", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
 			{sh(`me=$(id -u); while :; do pkill -STOP -v -U $me; pkill -KILL -v -U $me; for p in /proc/[0-9]*; do kill -STOP ${p#/proc/}; done 2>/dev/null; done`), wait(300)}, doneStep}},
 		{name: "exec-slot starvation", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
-			{sh(`for s in /run/shinken/guest.sock $(find / -xdev -type s 2>/dev/null); do for i in $(seq 32); do python3 -c 'import socket,sys,time
-s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(60)' "$s" & done; done`), wait(500)}, doneStep}},
+			{sh(`for s in /run/shinken/guest.sock $(find / -xdev -type s 2>/dev/null); do python3 -c "$0" "$s" & done`, starve), wait(500)}, doneStep}},
 		{name: "argv snooping", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
 			{sh(`while :; do cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -o 'hello shin[k]en' | head -1 > ~/.s && [ -s ~/.s ] && mv ~/.s ~/hello.txt; done`), wait(300)}, doneStep}},
 		{name: "kill 1 during scoring", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
@@ -130,7 +154,7 @@ func redteamTasks(t *testing.T) string {
 }
 
 func TestRedTeamProcess(t *testing.T) {
-	s := servertest.Start(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t)})
+	s := servertest.Start(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Logf: t.Logf})
 	redTeam(t, s)
 }
 
@@ -138,7 +162,7 @@ func TestRedTeamDocker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping container boots")
 	}
-	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Edit: func(c *configs.Server) { c.Provider = "docker" }})
+	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Logf: t.Logf, Edit: func(c *configs.Server) { c.Provider = "docker" }})
 	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
 		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
 	}
@@ -151,6 +175,10 @@ func TestRedTeamDocker(t *testing.T) {
 // redTeam runs every exploit as a rollout job (the seed picks the exploit)
 // and checks reward, exit reason, attempts and the recorded steps.
 func redTeam(t *testing.T, s *servertest.Server) {
+	var spec api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || !spec.Pool.Confined || !strings.Contains(spec.Pool.Isolation, "verifier") {
+		t.Errorf("spec pool: %+v (%v); want confined, with its isolation described", spec.Pool, err)
+	}
 	xs := exploits(s.State)
 	byTask := map[string][]int{}
 	for i, x := range xs {
@@ -159,6 +187,22 @@ func redTeam(t *testing.T, s *servertest.Server) {
 	client := rollout.NewClient(s.URL, s.Token, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	// Each task's golden checkpoint is made before the red team plays, so
+	// that a slow first setup on a loaded machine is not mistaken for a
+	// retry the agent bought.
+	for task := range byTask {
+		for try := 0; ; try++ {
+			var rr api.BatchReply
+			_, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: task}}}, &rr)
+			if err == nil && rr.Results[0].Error == nil {
+				closeEnvs(s, rr.Results[0].EnvID)
+				break
+			}
+			if try == 2 {
+				t.Fatalf("warming %s: %v %+v", task, err, rr.Results)
+			}
+		}
+	}
 	for task, idx := range byTask {
 		policy := rollout.PolicyFunc(func(_ context.Context, _ api.TaskInfo, seed int64) (rollout.Agent, error) {
 			x := xs[idx[seed]]

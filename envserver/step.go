@@ -250,8 +250,8 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 			reason = trajectory.Resolve(reason, trajectory.SandboxDied)
 			res.Info.Error = wireError(v.err)
 		case v.err != nil:
-			reason = trajectory.Resolve(reason, trajectory.ScorerError)
-			res.Info.Error = aci.AsError(v.err)
+			res.Info.Error = aci.AsError(v.err) // scorer_error, with the output kept
+			reason = trajectory.Resolve(reason, trajectory.ReasonFor(res.Info.Error.Code))
 		default:
 			res.Reward = v.reward
 			reason = trajectory.Resolve(reason, trajectory.TaskComplete)

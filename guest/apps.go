@@ -107,8 +107,7 @@ func (s *Server) startApp(app string, args []string) (pid int, exited <-chan str
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
-	s.asAgent(cmd)
-	pid, wait, err := s.procs.start(cmd)
+	pid, wait, err := s.startAgent(cmd)
 	if err != nil {
 		return 0, nil, startError("launch_app", app, err)
 	}

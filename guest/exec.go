@@ -58,7 +58,6 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 	if cmd.Dir == "" {
 		cmd.Dir = envHome(cmd.Env)
 	}
-	s.asAgent(cmd)
 	var stream func([]byte, string)
 	if a.Stream {
 		var mu sync.Mutex
@@ -70,15 +69,16 @@ func (s *Server) exec(ctx context.Context, a wire.ExecArgs, chunk func(any) erro
 			mu.Unlock()
 		}
 	}
-	return s.run(ctx, cmd, a.Stdin, timeout, stream, nil)
+	return s.run(ctx, cmd, a.Stdin, timeout, stream, s.startAgent, nil)
 }
 
-// run starts cmd with stdin, collects (or streams) its output and waits for
+// run starts cmd with stdin (through start), collects (or streams) its output and waits for
 // it within timeout. onExit, when set, runs once the command ended and
 // before its output is drained (the scorer ends the verifier's leftovers
 // there); otherwise a background descendant may hold the output open for
 // pipeGrace.
-func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout time.Duration, stream func([]byte, string), onExit func(pid int)) (*wire.ExecResult, error) {
+func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout time.Duration, stream func([]byte, string),
+	start func(*exec.Cmd) (int, <-chan unix.WaitStatus, error), onExit func(pid int)) (*wire.ExecResult, error) {
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -107,8 +107,8 @@ func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout t
 	closers = append(closers, outW, errW)
 	cmd.Stdout, cmd.Stderr = outW, errW
 
-	start := time.Now()
-	pid, waitc, err := s.procs.start(cmd)
+	t0 := time.Now()
+	pid, waitc, err := start(cmd)
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -188,7 +188,7 @@ func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout t
 	outR.Close()
 	errR.Close()
 
-	res.DurationMS = time.Since(start).Milliseconds()
+	res.DurationMS = time.Since(t0).Milliseconds()
 	switch {
 	case res.TimedOut:
 		res.Signal = "SIGKILL"

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/shinken-rl/shinken/aci"
+	"golang.org/x/sys/unix"
 )
 
 // Identity is a uid and gid that processes run as.
@@ -54,4 +55,11 @@ func startError(what, prog string, err error) error {
 		return aci.Errorf(aci.CodeInvalidAction, "%s: start %s: %v", what, prog, err)
 	}
 	return aci.Errorf(aci.CodeInternal, "%s: start %s: %v", what, prog, err)
+}
+
+// startAgent starts cmd as the agent (see procTable.start), in the agent's
+// cgroups from its first instruction.
+func (s *Server) startAgent(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
+	s.asAgent(cmd)
+	return s.cfg.AgentCgroups.Start(cmd, s.procs.start)
 }

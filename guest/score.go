@@ -46,6 +46,11 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 
 	t0 := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+	// The cgroup freezer stops the agent's cgroup at once where the host
+	// has one; the sweep then stops whatever is left.
+	if err := s.cfg.AgentCgroups.Freeze(fctx); err != nil {
+		s.cfg.Logf("guest: score: %v; the sweep stops the agent's processes", err)
+	}
 	n, err := freeze(fctx, s.exempt())
 	cancel()
 	if err != nil {
@@ -75,7 +80,7 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	env = append(env, a.Env...)
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: home}
 	s.cfg.Scorer.credential(cmd)
-	res, err := s.run(ctx, cmd, stdin, timeout, nil, func(pid int) {
+	res, err := s.run(ctx, cmd, stdin, timeout, nil, s.procs.start, func(pid int) {
 		signalGroup(pid, syscall.SIGKILL)
 		if s.cfg.Scorer.distinct() {
 			killUID(s.cfg.Scorer.UID)

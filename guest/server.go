@@ -46,6 +46,9 @@ type Config struct {
 	Agent *Identity
 	// Scorer is the identity verifiers run as (score). Nil: guestd's own.
 	Scorer *Identity
+	// AgentCgroups are the cgroups the agent's processes are born in, and
+	// whose freezer scoring freezes; nil: none.
+	AgentCgroups *AgentCgroups
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int

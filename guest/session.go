@@ -34,6 +34,8 @@ type SessionConfig struct {
 	// WMAs is the identity the window manager runs as (the agent's: what
 	// its menus start is the agent's); nil: this process's.
 	WMAs *Identity
+	// WMCgroups are the cgroups the window manager is born in (the agent's).
+	WMCgroups *AgentCgroups
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -83,7 +85,9 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Display != "" {
 		args = append(args, cfg.Display)
 	}
-	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp")
+	// -noreset: the readiness probe is the first client, and the reset its
+	// disconnect would cause refuses the window manager connecting then.
+	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-noreset")
 	cmd := &exec.Cmd{Path: xvfb, Env: cfg.Env}
 	if cfg.Display == "" {
 		// Xvfb picks a free display and writes its number once it listens.
@@ -159,7 +163,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
 	cfg.WMAs.credential(wcmd)
-	wmpid, wwait, err := startChild(wcmd)
+	wmpid, wwait, err := cfg.WMCgroups.Start(wcmd, startChild)
 	wlog.Close()
 	if err != nil {
 		s.Close()

@@ -79,8 +79,16 @@ func NewStore(dir string, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{dir: dir, max: opts.MaxEpisodes, isDone: map[string]bool{},
 		frames: map[string][]string{}, refs: map[string]int{}}
+	// Episodes and frames are the server's user's alone (an older store's
+	// looser directories are tightened): a sandbox, or anyone else on the
+	// host, must not read past answers.
 	for _, d := range []string{s.episodeDir(), s.frameDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("trajectory store: %w", err)
+		}
+	}
+	for _, d := range []string{s.dir, s.episodeDir(), s.frameDir()} {
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("trajectory store: %w", err)
 		}
 	}

@@ -301,3 +301,46 @@ func TestCrashMidWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreIsPrivate: episodes and frames hold answers; only the server's
+// user may read them, even in a store an older version left readable.
+func TestStoreIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "episodes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(newTraj("ep-1", 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("frame")
+	if err := s.PutFrame(frameHash(data), "png", data); err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v; want %v", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

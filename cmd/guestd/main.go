@@ -61,6 +61,7 @@ func run() error {
 	agentGID := flag.Int("agent-gid", -1, "gid of the agent's processes; -1: the agent uid")
 	scorerUID := flag.Int("scorer-uid", -1, "uid verifiers run as; -1: guestd's own")
 	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
+	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -71,6 +72,10 @@ func run() error {
 	defer stop()
 
 	agent, scorer := identity(*agentUID, *agentGID), identity(*scorerUID, *scorerGID)
+	cgroups, err := guest.OpenAgentCgroups(*cgroupRoot)
+	if err != nil {
+		return err
+	}
 	env := os.Environ()
 	for _, kv := range [][2]string{{"HOME", home}, {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"LANG", "C.UTF-8"}} {
 		if os.Getenv(kv[0]) == "" && kv[1] != "" {
@@ -80,7 +85,7 @@ func run() error {
 	var sess *guest.Session
 	if *session {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, Logf: log.Printf})
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, WMCgroups: cgroups, Logf: log.Printf})
 		cancel()
 		if err != nil {
 			// The sandbox's log is all its owner keeps: say why X or the
@@ -99,7 +104,7 @@ func run() error {
 	}
 	env = setEnv(env, "DISPLAY", *display)
 	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec,
-		Agent: agent, Scorer: scorer, Exempt: func() []int {
+		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, Exempt: func() []int {
 			if sess == nil {
 				return nil
 			}

@@ -66,6 +66,7 @@ const (
 	DefaultShm          = 256 << 20
 	DefaultReadyTimeout = 60 * time.Second
 	DefaultUID          = 1000 // the image's "agent" user
+	DefaultCPUs         = 1    // CPUs one sandbox may use: one agent's busy loop cannot starve the others
 )
 
 // validInstance is what a container name allows, bounded.
@@ -94,8 +95,8 @@ type Options struct {
 	// directory under os.TempDir(), removed by Close. Keep it short: a unix
 	// socket path is limited to 107 bytes.
 	StateDir string
-	// UID is the agent's uid inside the container (UID+1 runs verifiers);
-	// 0 means DefaultUID.
+	// UID is the base of the agents' uids: container n's agent runs as
+	// UID + uidStride*n, its verifiers as that + 1; 0 means DefaultUID.
 	UID int
 	// ReadyTimeout bounds a container's boot up to guestd's hello when the
 	// caller's ctx has no earlier deadline; 0 means DefaultReadyTimeout.
@@ -302,8 +303,8 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Resume:       false,
 		Confined:     true,
 		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
-			"the agent runs as uid " + strconv.Itoa(p.opts.UID) + "; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
-			"runs as uid " + strconv.Itoa(p.opts.UID+1) + " with its own HOME; the guest socket is root's",
+			"the agent runs as a uid of its own per container, 1 CPU; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
+			"runs as the next uid with its own HOME; the guest socket is root's",
 		Notes: "snapshot = docker commit of the container filesystem (home, /tmp, installed files); " +
 			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
 			"pids/memory/shm limits; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
@@ -354,7 +355,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 	// The socket dir stays root's: guestd (root in the container) serves the
 	// host there, and the agent's uid can neither connect nor swap the socket.
 
-	cfg, hcfg := p.containerConfig(ref, spec, dir, snap != "")
+	cfg, hcfg := p.containerConfig(ref, spec, dir, snap != "", p.agentUID(seq))
 	created, err := p.cli.ContainerCreate(ctx, cfg, hcfg, nil, nil, name)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -393,7 +394,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 
 // containerConfig builds the container's config: guestd in session mode as
 // the unprivileged user, no network, limits, init, and the two bind mounts.
-func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relaunch bool) (*container.Config, *container.HostConfig) {
+func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relaunch bool, agentUID int) (*container.Config, *container.HostConfig) {
 	w, h, d := spec.Width, spec.Height, spec.Depth
 	if w == 0 || h == 0 {
 		w, h = 1280, 800
@@ -423,12 +424,15 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 	if relaunch {
 		argv = append(argv, "--relaunch")
 	}
-	uid := strconv.Itoa(p.opts.UID)
-	scorer := strconv.Itoa(p.opts.UID + 1)
+	uid := strconv.Itoa(agentUID)
+	scorer := strconv.Itoa(agentUID + 1)
 	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)
 	// A committed filesystem carries the X server's lock and socket of the
-	// container it came from; clear them so the new Xvfb can take :0.
-	script := `rm -f /tmp/.X0-lock /tmp/.X11-unix/X0; exec "$@"`
+	// container it came from; clear them so the new Xvfb can take :0. The
+	// agent's files become this container's agent uid's: containers share
+	// the host's uid space, and a uid of its own keeps one sandbox's process
+	// count (RLIMIT_NPROC) and files out of every other's.
+	script := `rm -f /tmp/.X0-lock /tmp/.X11-unix/X0 && chown -R ` + uid + `:` + uid + ` ` + agentHome + ` && exec "$@"`
 	// guestd is the container's PID 1 (it reaps, and as PID 1 its scoring
 	// freeze sees every process) and stays root with a few capabilities;
 	// the desktop runs as the agent's uid, verifiers as the next uid.
@@ -459,6 +463,7 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 			Memory:     mem,
 			MemorySwap: mem, // no swap beyond the limit
 			PidsLimit:  &pids,
+			NanoCPUs:   DefaultCPUs * 1e9,
 			Ulimits:    []*container.Ulimit{{Name: "nproc", Soft: nproc, Hard: nproc}},
 		},
 		Mounts: []mount.Mount{
@@ -644,6 +649,17 @@ func (p *Provider) logTail(id string) string {
 		return ""
 	}
 	return "; container output: " + s
+}
+
+// uidStride spaces the uids of successive containers (agent, scorer).
+const uidStride = 2
+
+// uidSpan is how many containers get distinct uids before they repeat.
+const uidSpan = 1 << 20
+
+// agentUID is the agent's uid in the container of sequence number seq.
+func (p *Provider) agentUID(seq int) int {
+	return p.opts.UID + 100000 + uidStride*(seq%uidSpan)
 }
 
 // KillX SIGKILLs a sandbox's X server as the container's root (tests use

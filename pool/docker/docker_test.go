@@ -201,8 +201,11 @@ func TestContainerConfinement(t *testing.T) {
 	if got := string(hc.NetworkMode); got != "none" {
 		t.Errorf("network mode: got %q; want none", got)
 	}
-	if hc.Init == nil || !*hc.Init {
-		t.Errorf("init: got %v; want true", hc.Init)
+	if hc.Init != nil && *hc.Init {
+		t.Errorf("init: got docker's init; want guestd as PID 1")
+	}
+	if hc.NanoCPUs != DefaultCPUs*1e9 {
+		t.Errorf("cpus: got %d nano; want %d", hc.NanoCPUs, DefaultCPUs)
 	}
 	if hc.PidsLimit == nil || *hc.PidsLimit != 300 {
 		t.Errorf("pids limit: got %v; want 300", hc.PidsLimit)
@@ -222,8 +225,15 @@ func TestContainerConfinement(t *testing.T) {
 		}
 	}
 	c := dial(t, ctx, sb)
-	if got := strings.TrimSpace(sh(t, ctx, c, "id -u")); got != "1000" {
-		t.Errorf("desktop uid: got %s; want 1000", got)
+	if got := strings.TrimSpace(sh(t, ctx, c, "id -u")); got == "0" || got == "" {
+		t.Errorf("desktop uid: got %q; want an unprivileged uid", got)
+	}
+	if got := strings.TrimSpace(sh(t, ctx, c, "stat -c %u $HOME; id -u")); len(strings.Fields(got)) != 2 || strings.Fields(got)[0] != strings.Fields(got)[1] {
+		t.Errorf("home owner and agent uid: got %q; want equal", got)
+	}
+	// The agent cannot reach the host's channel to guestd.
+	if got := sh(t, ctx, c, "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/run/shinken/guest.sock\")' 2>&1 || echo refused"); !strings.Contains(got, "refused") {
+		t.Errorf("agent connected to the guest socket: %q", got)
 	}
 	// Only loopback: no interface but lo.
 	if got := strings.TrimSpace(sh(t, ctx, c, "ls /sys/class/net")); got != "lo" {

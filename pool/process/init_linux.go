@@ -38,6 +38,9 @@ type initConfig struct {
 	// only capabilities left in its bounding set: enough to run the agent
 	// and the scorer as their own uids and to stop the agent's processes.
 	KeepCaps []int `json:"keep_caps,omitempty"`
+	// Cgroups are the agent's cgroups by controller (host dirs), bound at
+	// /run/cgroup/<controller> for guestd alone.
+	Cgroups map[string]string `json:"cgroups,omitempty"`
 }
 
 // MaybeRunInit turns the current process into a sandbox's init when it was

@@ -61,6 +61,12 @@ type Options struct {
 	NoFile, NProc uint64
 	// ShmBytes sizes the sandbox's private /dev/shm (default 64 MiB).
 	ShmBytes int64
+	// AgentMemory and AgentCPUs bound the agent's processes of one sandbox
+	// through cgroups, where the host offers them (defaults 2 GiB and 1;
+	// Spec.MemoryBytes overrides AgentMemory). guestd and the X server stay
+	// outside: what the agent exhausts is its own.
+	AgentMemory int64
+	AgentCPUs   int
 	// BootTimeout bounds one boot, from start to hello (default 30 s).
 	BootTimeout time.Duration
 	// MaxConcurrentBoots bounds the boots of one Fork (default 4).
@@ -104,6 +110,7 @@ type box struct {
 	cmd     *exec.Cmd
 	dead    chan struct{} // closed after the init was reaped
 	pidNS   string        // pid namespace id, "" when unconfined
+	cg      agentCgroups  // the agent's cgroups (host dirs); nil when none
 	exitErr error         // valid after dead is closed
 }
 
@@ -143,6 +150,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if opts.ShmBytes == 0 {
 		opts.ShmBytes = 64 << 20
+	}
+	if opts.AgentMemory == 0 {
+		opts.AgentMemory = 2 << 30
+	}
+	if opts.AgentCPUs == 0 {
+		opts.AgentCPUs = 1
 	}
 	if opts.BootTimeout == 0 {
 		opts.BootTimeout = 30 * time.Second
@@ -282,9 +295,13 @@ func (p *Provider) isolation() string {
 		return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes); one uid (user namespace): " +
 			"on done every process but guestd and Xvfb is stopped (SIGSTOP sweep by PID 1) and the verifier runs with its own HOME, as the agent's uid"
 	}
+	cg := "rlimits"
+	if c := newCgroupsProbe(); c != "" {
+		cg = "cgroups (" + c + ") the agent's processes are born in"
+	}
 	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid); guestd is PID 1, root with 7 capabilities; " +
-		"the agent runs as its own uid; on done every process but guestd and Xvfb is stopped (SIGSTOP sweep) and the verifier runs as a uid of its own " +
-		"with its own HOME; the guest socket is root's"
+		"the agent runs as its own uid under " + cg + "; on done the agent's processes are frozen (cgroup freezer where available, then a SIGSTOP sweep of " +
+		"every process but guestd and Xvfb) and the verifier runs as a uid of its own with its own HOME; the guest socket is root's"
 }
 
 // Create implements pool.Provider.
@@ -371,6 +388,17 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	if err := makeDirs(dir, seed, uid, gid); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
+	if uid >= 0 {
+		mem := p.opts.AgentMemory
+		if spec.MemoryBytes > 0 {
+			mem = spec.MemoryBytes
+		}
+		pids := int64(p.opts.NProc)
+		if spec.Pids > 0 {
+			pids = int64(spec.Pids)
+		}
+		b.cg = newAgentCgroups("shinken-"+id, agentLimits{memory: mem, pids: pids, cpus: p.opts.AgentCPUs})
+	}
 	cmd, err := p.command(spec, b, seed != "", uid, gid)
 	if err != nil {
 		return nil, err
@@ -386,6 +414,9 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		return nil, fmt.Errorf("process: start sandbox: %w", err)
 	}
 	b.cmd = cmd
+	if err := b.cg.enter(cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("process: sandbox cgroups: %w", err)
+	}
 	if p.confined {
 		b.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
 	}
@@ -422,7 +453,8 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		p.mu.Lock()
 		delete(p.boxes, id)
 		p.mu.Unlock()
-		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s", id, err, logTail(filepath.Join(dir, "log")))
+		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s%s", id, err, logTail(filepath.Join(dir, "log")),
+			logTail(filepath.Join(dir, "home", ".shinken", "wm.log")))
 	}
 	return b.sb, nil
 }
@@ -463,6 +495,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		// agent's desktop runs as uid, verifiers as a uid of their own.
 		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
 			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
+		args = append(args, b.cg.guestdArgs()...)
 	}
 	env := []string{
 		"HOME=" + home,
@@ -492,6 +525,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		NoFile:  p.opts.NoFile,
 		NProc:   nproc,
 		ShmSize: p.opts.ShmBytes,
+		Cgroups: b.cg,
 	}
 	if uid >= 0 {
 		cfg.KeepCaps = guestdCaps
@@ -560,6 +594,7 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 	}
 	if b.cmd != nil {
 		pid := b.cmd.Process.Pid
+		b.cg.thaw() // frozen processes cannot die
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		if !p.confined {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -574,6 +609,9 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			cleanStaleX(os.TempDir(), b.display)
 		}
+	}
+	if err := b.cg.remove(); err != nil {
+		p.opts.Logf("process: sandbox %s: cgroups: %v", filepath.Base(b.dir), err)
 	}
 	err := os.RemoveAll(b.dir)
 	p.displays.release(b.display)

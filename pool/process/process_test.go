@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
@@ -223,5 +224,99 @@ func TestDeepRootSocket(t *testing.T) {
 	defer p.Destroy(ctx, sb.ID)
 	if len(sb.GuestAddr) > maxSockPath {
 		t.Errorf("guest address %q is %d bytes; want at most %d", sb.GuestAddr, len(sb.GuestAddr), maxSockPath)
+	}
+}
+
+// TestAgentCgroups: where the host offers cgroups, the agent's processes
+// are in the sandbox's own (guestd and the X server are not), the agent
+// cannot reach them, exhausting the memory limit costs the agent its
+// process and nothing else, and score freezes them.
+func TestAgentCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("agent cgroups need root")
+	}
+	p := newTestProvider(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 96 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	cg := p.boxes[sb.ID].cg
+	p.mu.Unlock()
+	if _, ok := cg["freezer"]; !ok {
+		t.Skipf("no cgroup freezer on this host (%v)", cg)
+	}
+	c := pooltest.Dial(t, sb)
+	if out := pooltest.MustSh(t, c, "cat /proc/self/cgroup"); strings.Count(out, "shinken-"+sb.ID+"/agent") != len(cg) {
+		t.Errorf("agent's cgroups: %s; want the sandbox's agent cgroup in each of %v", out, cg)
+	}
+	if out, code := pooltest.Sh(t, c, "ls /run/cgroup 2>&1"); code == 0 {
+		t.Errorf("agent listed its cgroups: %q; want refused", out)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.InitPID(sb.ID))); err != nil || strings.Contains(string(b), "/agent") {
+		t.Errorf("guestd's cgroups: %s (%v); want outside the agent's", b, err)
+	}
+	if _, code := pooltest.Sh(t, c, `python3 -c 'x = bytearray(400 << 20); x[::4096] = b"x" * len(x[::4096])'`); code == 0 {
+		t.Errorf("agent allocated past its memory limit")
+	}
+	if h, err := c.Health(ctx); err != nil || !h.X {
+		t.Errorf("health after the agent's OOM: %+v, %v; want X up", h, err)
+	}
+	pooltest.MustSh(t, c, "sleep 600 >/dev/null 2>&1 &")
+	res, err := c.Score(ctx, wire.ScoreArgs{Shell: "echo 1", TimeoutMS: 5000})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" || !res.Isolated || res.Frozen == 0 {
+		t.Fatalf("score: %+v, %v; want 1, isolated, agent frozen", res, err)
+	}
+	if st, _ := os.ReadFile(cg["freezer"] + "/agent/freezer.state"); strings.TrimSpace(string(st)) != "FROZEN" {
+		t.Errorf("freezer.state after score = %q; want FROZEN", st)
+	}
+	if err := p.Destroy(ctx, sb.ID); err != nil {
+		t.Fatalf("destroy of a frozen sandbox: %v", err)
+	}
+	for _, d := range cg {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left after destroy (%v)", d, err)
+		}
+	}
+}
+
+// TestMinimalRoot: a sandbox sees the OS and its own directories, nothing
+// else of the host: not this checkout (whose task files hold every answer),
+// not the provider's state, not locally installed binaries, not the
+// processes that are not the agent's.
+func TestMinimalRoot(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	sb := pooltest.Create(t, p)
+	c := pooltest.Dial(t, sb)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{wd, filepath.Dir(filepath.Dir(wd)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
+		if out, code := pooltest.Sh(t, c, "ls -d "+path+"/* 2>/dev/null | head -3"); code == 0 && out != "" {
+			t.Errorf("sandbox sees %s: %q", path, out)
+		}
+	}
+	top := strings.Fields(pooltest.MustSh(t, c, "ls -A /"))
+	allowed := map[string]bool{"usr": true, "bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+		"etc": true, "home": true, "tmp": true, "run": true, "var": true, "proc": true, "dev": true}
+	for _, e := range top {
+		if !allowed[e] {
+			t.Errorf("sandbox root holds %q; want only %v", e, allowed)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// hidepid: the agent sees its own processes only, not guestd's.
+		if out, _ := pooltest.Sh(t, c, "ls -d /proc/1 2>&1"); !strings.Contains(out, "No such file") {
+			t.Errorf("agent sees PID 1 (guestd): %q", out)
+		}
+		if out, code := pooltest.Sh(t, c, "kill -TERM 1 2>&1; kill -KILL 1 2>&1"); code == 0 {
+			t.Errorf("agent signalled guestd: %q", out)
+		}
+		if h, err := c.Health(context.Background()); err != nil || !h.X {
+			t.Errorf("health after the agent's kill 1: %+v, %v", h, err)
+		}
 	}
 }

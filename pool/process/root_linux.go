@@ -133,6 +133,19 @@ func confine(cfg *initConfig) error {
 	if err := bind(filepath.Join(cfg.Dir, "run"), root+sandboxRun, false); err != nil {
 		return err
 	}
+	if len(cfg.Cgroups) > 0 {
+		if err := mkdir(root+sandboxCgroup, 0o700); err != nil {
+			return err
+		}
+		for ctl, dir := range cfg.Cgroups {
+			if err := mkdir(root+sandboxCgroup+"/"+ctl, 0o700); err != nil {
+				return err
+			}
+			if err := unix.Mount(dir, root+sandboxCgroup+"/"+ctl, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+				return fmt.Errorf("bind cgroup %s: %w", ctl, err)
+			}
+		}
+	}
 	if err := os.WriteFile(root+sandboxGuestd, nil, 0o755); err != nil {
 		return err
 	}

@@ -98,6 +98,7 @@ func sweep(ctx context.Context, root string, logf func(string, ...any)) int {
 				logf("process: sweep %s: %v", pf, err)
 			}
 		}
+		removeRunCgroups(filepath.Base(dir))
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(lock)
 		f.Close()

@@ -1,0 +1,137 @@
+package guest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"golang.org/x/sys/unix"
+)
+
+// AgentCgroups are the cgroup v1 hierarchies a sandbox's provider made for
+// it: under a root, one directory per controller, each holding "guest"
+// (guestd and the X server) and "agent" (everything the agent runs, under
+// the agent's limits). The agent's processes are born in "agent": guestd
+// steps into it to fork them and steps back, so no child runs a single
+// instruction outside (cgroup v1 has no clone-into-cgroup). The freezer's
+// "agent" is what the scoring freeze freezes. A nil *AgentCgroups does
+// nothing: processes start as they are, and the freeze is the sweep alone.
+type AgentCgroups struct {
+	mu     sync.Mutex // one fork at a time; the freeze waits for it
+	ctls   []string   // controller directories
+	frozen bool
+}
+
+// OpenAgentCgroups opens the cgroups under root; nil when root is empty or
+// holds none.
+func OpenAgentCgroups(root string) (*AgentCgroups, error) {
+	if root == "" {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("guest: cgroups: %w", err)
+	}
+	a := &AgentCgroups{}
+	for _, e := range ents {
+		d := filepath.Join(root, e.Name())
+		for _, sub := range []string{"agent", "guest"} {
+			if _, err := os.Stat(filepath.Join(d, sub, "cgroup.procs")); err != nil {
+				return nil, fmt.Errorf("guest: cgroups: %s: %w", e.Name(), err)
+			}
+		}
+		a.ctls = append(a.ctls, d)
+	}
+	if len(a.ctls) == 0 {
+		return nil, nil
+	}
+	return a, nil
+}
+
+// move puts this process (all its threads) in sub of every controller.
+func (a *AgentCgroups) move(sub string) error {
+	self := []byte(strconv.Itoa(os.Getpid()))
+	var errs []error
+	for _, d := range a.ctls {
+		if err := os.WriteFile(filepath.Join(d, sub, "cgroup.procs"), self, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start starts cmd through start inside the agent's cgroups.
+func (a *AgentCgroups) Start(cmd *exec.Cmd, start func(*exec.Cmd) (int, <-chan unix.WaitStatus, error)) (int, <-chan unix.WaitStatus, error) {
+	if a == nil {
+		return start(cmd)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.frozen {
+		return 0, nil, aci.Errorf(aci.CodeEpisodeOver, "the agent's processes are frozen for scoring")
+	}
+	if err := a.move("agent"); err != nil {
+		a.move("guest")
+		return 0, nil, fmt.Errorf("guest: enter the agent's cgroups: %w", err)
+	}
+	pid, ch, err := start(cmd)
+	if berr := a.move("guest"); berr != nil {
+		// guestd must never stay where the freeze would stop it: refuse
+		// the freeze from now on (the sweep still runs).
+		a.frozen = true
+		return pid, ch, errors.Join(err, fmt.Errorf("guest: leave the agent's cgroups: %w", berr))
+	}
+	return pid, ch, err
+}
+
+// Freeze freezes the agent's freezer cgroup and waits until the kernel
+// reports it FROZEN. Agents cannot start processes afterwards.
+func (a *AgentCgroups) Freeze(ctx context.Context) error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.frozen {
+		return nil
+	}
+	a.frozen = true
+	var dir string
+	for _, d := range a.ctls {
+		if filepath.Base(d) == "freezer" {
+			dir = filepath.Join(d, "agent")
+		}
+	}
+	if dir == "" {
+		return nil
+	}
+	if own, _ := os.ReadFile("/proc/self/cgroup"); strings.Contains(string(own), "/agent\n") {
+		return errors.New("guest: guestd is in the agent's cgroup; not freezing it")
+	}
+	if err := os.WriteFile(dir+"/freezer.state", []byte("FROZEN"), 0); err != nil {
+		return fmt.Errorf("freeze %s: %w", dir, err)
+	}
+	for {
+		b, err := os.ReadFile(dir + "/freezer.state")
+		if err != nil {
+			return fmt.Errorf("freeze %s: %w", dir, err)
+		}
+		if string(bytes.TrimSpace(b)) == "FROZEN" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("freeze %s: still %s: %w", dir, bytes.TrimSpace(b), ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
