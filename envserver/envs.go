@@ -34,11 +34,13 @@ type env struct {
 // episode is one run of a task on an env; traj is guarded by mu so that
 // GET /v1/episodes can read a live episode while it steps.
 type episode struct {
-	mu    sync.Mutex
-	traj  trajectory.Trajectory
-	start time.Time
-	step  int
-	over  bool
+	mu      sync.Mutex
+	traj    trajectory.Trajectory
+	start   time.Time
+	step    int
+	over    bool
+	journal *trajectory.Journal // opened at the first step; nil without a store
+	saveErr error               // the episode could not be made durable
 }
 
 func newID(prefix string) string {
@@ -239,8 +241,16 @@ func (s *Server) finishEpisode(e *env, reason trajectory.ExitReason) {
 	}
 	s.m.episodes.WithLabelValues(label).Inc()
 	if s.cfg.Store != nil {
-		if err := s.cfg.Store.Save(&snapshot); err != nil {
-			s.cfg.Logf("envserver: saving episode %s: %v", snapshot.EpisodeID, err)
+		var err error
+		if j := ep.journal; j != nil {
+			err = j.SaveFinal(&snapshot)
+		} else {
+			err = s.cfg.Store.Save(&snapshot)
+		}
+		if err != nil {
+			ep.mu.Lock()
+			s.saveFailed(ep, err)
+			ep.mu.Unlock()
 			return
 		}
 		s.mu.Lock()

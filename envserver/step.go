@@ -42,6 +42,7 @@ func (s *Server) step(ctx context.Context, req *api.StepRequest) (*api.BatchRepl
 		}
 		s.m.steps.WithLabelValues(oc).Inc()
 	})
+	s.syncEpisodes(func(i int) string { return req.Steps[i].EnvID }, slots)
 	return s.reply(b, slots), nil
 }
 
@@ -223,6 +224,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	ep.traj.Steps = append(ep.traj.Steps, rec)
 	ep.traj.Reward += rec.Reward
 	ep.mu.Unlock()
+	s.journalStep(ep, &rec)
 	if reason != "" {
 		s.finishEpisode(e, reason)
 	}

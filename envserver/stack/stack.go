@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
-	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes})
+	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
