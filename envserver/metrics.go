@@ -21,6 +21,7 @@ type metrics struct {
 	bytesSent    prometheus.Counter
 	episodes     *prometheus.CounterVec // exit_reason
 	saveFailures prometheus.Counter
+	inflight     prometheus.Gauge
 }
 
 func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
@@ -39,7 +40,8 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.bytesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_bytes_sent_total", Help: "Response body bytes sent."})
 	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
 	m.saveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_episode_save_failures_total", Help: "Episodes that could not be written to disk (journal or final save); the reply's save_error and the log say why."})
-	for _, c := range []prometheus.Collector{m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "shinken_inflight_requests", Help: "Reset, step, fork and close requests being served."})
+	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
 	// Series with a closed label set exist from the start, so a reader

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,19 +47,37 @@ func binaries(t *testing.T) (envserver, guestd string) {
 type proc struct {
 	cmd *exec.Cmd
 	url string
-	log *bytes.Buffer
+	log *syncBuf
+}
+
+// syncBuf is a buffer the server's output is copied into while tests read it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func startServer(t *testing.T, bin, guestd, state string) *proc {
 	t.Helper()
 	addr := filepath.Join(t.TempDir(), "addr")
-	var log bytes.Buffer
+	log := &syncBuf{}
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--pool", "2", "--state", state, "--guestd", guestd, "--addr-file", addr)
-	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, log: &log}
+	p := &proc{cmd: cmd, log: log}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
