@@ -2,6 +2,7 @@ package envserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -94,7 +95,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	ep := s.startEpisode(e, task, re.Seed, "")
 	if err != nil {
 		reason := trajectory.SetupError
-		if c := codeOf(err); c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout {
+		var se *setupError
+		if c := codeOf(err); !errors.As(err, &se) && (c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout) {
 			reason = trajectory.SandboxDied
 			if c == aci.CodePoolExhausted {
 				reason = "" // nothing started: no episode to score
