@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
 	"github.com/shinken-rl/shinken/trajectory"
@@ -107,4 +109,34 @@ func TestExitReasons(t *testing.T) {
 			t.Errorf("stored episode: exit %q; want sandbox_died", tr.ExitReason)
 		}
 	})
+}
+
+// TestPoolExhausted: a reset that finds no room in the pool within the
+// lease timeout gets pool_exhausted in its slot; the other env of the batch
+// is served.
+func TestPoolExhausted(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Pool: 1, Edit: func(c *configs.Server) {
+		c.MaxSandboxes = 1
+		c.ReplicasPerGolden = -1
+		c.LeaseTimeout = configs.Duration(time.Second)
+	}})
+	var r api.BatchReply
+	if _, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}, {Task: "xterm-hello-file"}}}, &r); err != nil {
+		t.Fatal(err)
+	}
+	var ok, exhausted int
+	for _, res := range r.Results {
+		defer closeEnvs(s, res.EnvID)
+		switch {
+		case res.Error == nil:
+			ok++
+		case res.Error.Code == aci.CodePoolExhausted:
+			exhausted++
+		default:
+			t.Errorf("env %s: %v; want success or pool_exhausted", res.EnvID, res.Error)
+		}
+	}
+	if ok != 1 || exhausted != 1 {
+		t.Errorf("two resets on a pool of one: %d served, %d pool_exhausted; want 1 and 1", ok, exhausted)
+	}
 }
