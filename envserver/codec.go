@@ -98,7 +98,7 @@ func (c codec) encode(v any) ([]byte, error) {
 	if c == codecJSON {
 		return json.Marshal(v)
 	}
-	return msgpack.Marshal(v)
+	return api.Marshal(v)
 }
 
 // maxDepth bounds msgpack nesting; requests are a few levels deep.
