@@ -70,9 +70,14 @@ func (b *syncBuf) String() string {
 
 func startServer(t *testing.T, bin, guestd, state string) *proc {
 	t.Helper()
+	return startServerPool(t, bin, guestd, state, 2)
+}
+
+func startServerPool(t *testing.T, bin, guestd, state string, pool int) *proc {
+	t.Helper()
 	addr := filepath.Join(t.TempDir(), "addr")
 	log := &syncBuf{}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--pool", "2", "--state", state, "--guestd", guestd, "--addr-file", addr)
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--pool", strconv.Itoa(pool), "--state", state, "--guestd", guestd, "--addr-file", addr)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
