@@ -17,7 +17,7 @@ DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galcu
                debootstrap chromium
 GO_BINS     := envserver guestd rollout bench
 
-.PHONY: help deps build run test test-go test-python test-race bench bench-quick fuzz lint image clean
+.PHONY: help deps build run test test-go test-race-core test-python test-race bench bench-quick fuzz lint image clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,14 +40,26 @@ run: deps build ## start envserver on $(LISTEN) with a warm pool of $(POOL) (PRO
 	@if [ "$(PROVIDER)" = docker ]; then $(MAKE) --no-print-directory image; fi
 	$(BIN)/envserver --listen $(LISTEN) --pool $(POOL) --provider $(PROVIDER) --state var/state
 
-test: deps ## run every test (Go, then Python against a real server)
+# Packages whose concurrency the race detector checks in every `make test`.
+RACE_PKGS   ?= ./pool ./envserver ./trajectory ./guest/client ./guest/wire ./rollout
+
+# What this host provides is required, not optional: where the engine
+# answers, docker tests fail instead of skipping; as root, so do tests that
+# need namespaces.
+REQUIRE     := $(shell docker info >/dev/null 2>&1 && echo SHINKEN_REQUIRE_DOCKER=1) \
+               $(shell [ "$$(id -u)" = 0 ] && echo SHINKEN_REQUIRE_NAMESPACES=1)
+
+test: deps ## run every test (Go, Go under the race detector, then Python against a real server)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
 	 else echo "no Docker engine: docker provider tests will skip"; fi
-	$(MAKE) --no-print-directory test-go test-python
+	$(MAKE) --no-print-directory test-go test-race-core test-python
 
 test-go:
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	$(REQUIRE) $(GO) test $(TEST_FLAGS) ./...
+
+test-race-core: ## the packages with concurrency, under the race detector
+	$(REQUIRE) $(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
 
 test-python: build
 	cd clients/python && SHINKEN_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests

@@ -2,6 +2,7 @@ package envserver_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -9,6 +10,7 @@ import (
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
 	"github.com/shinken-rl/shinken/pool/docker"
+	"github.com/shinken-rl/shinken/pool/pooltest"
 )
 
 // TestDockerProviderEndToEnd runs tasks through `--provider docker`: real
@@ -20,7 +22,7 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	}
 	s, err := servertest.TryStart(t, servertest.Options{Pool: 2, Edit: func(c *configs.Server) { c.Provider = "docker" }})
 	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
-		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
+		pooltest.SkipUnless(t, pooltest.RequireDocker, fmt.Sprintf("docker provider unavailable: %v (make image builds the image)", err))
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,8 @@ type episode struct {
 	step     int
 	maxSteps int // the step budget: the task's, or lower when the reset asked
 	over     bool
+	journal  *trajectory.Journal // opened at the first step; nil without a store
+	saveErr  error               // the episode could not be made durable
 }
 
 func newID(prefix string) string {
@@ -249,8 +251,16 @@ func (s *Server) finishEpisode(e *env, reason trajectory.ExitReason) {
 	}
 	s.m.episodes.WithLabelValues(label).Inc()
 	if s.cfg.Store != nil {
-		if err := s.cfg.Store.Save(&snapshot); err != nil {
-			s.cfg.Logf("envserver: saving episode %s: %v", snapshot.EpisodeID, err)
+		var err error
+		if j := ep.journal; j != nil {
+			err = j.SaveFinal(&snapshot)
+		} else {
+			err = s.cfg.Store.Save(&snapshot)
+		}
+		if err != nil {
+			ep.mu.Lock()
+			s.saveFailed(ep, err)
+			ep.mu.Unlock()
 			return
 		}
 		s.mu.Lock()

@@ -10,16 +10,18 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	requests   *prometheus.CounterVec   // route, code
-	resets     *prometheus.CounterVec   // outcome
-	steps      *prometheus.CounterVec   // outcome
-	forks      *prometheus.CounterVec   // outcome
-	stepSecs   prometheus.Histogram     // one env's step, server side
-	reqSecs    *prometheus.HistogramVec // route
-	frames     *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
-	framesSent *prometheus.CounterVec   // result: sent|skipped_have
-	bytesSent  prometheus.Counter
-	episodes   *prometheus.CounterVec // exit_reason
+	requests     *prometheus.CounterVec   // route, code
+	resets       *prometheus.CounterVec   // outcome
+	steps        *prometheus.CounterVec   // outcome
+	forks        *prometheus.CounterVec   // outcome
+	stepSecs     prometheus.Histogram     // one env's step, server side
+	reqSecs      *prometheus.HistogramVec // route
+	frames       *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
+	framesSent   *prometheus.CounterVec   // result: sent|skipped_have
+	bytesSent    prometheus.Counter
+	episodes     *prometheus.CounterVec // exit_reason
+	saveFailures prometheus.Counter
+	inflight     prometheus.Gauge
 }
 
 func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
@@ -37,7 +39,9 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.framesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_sent_total", Help: "Frames per reply: sent, or skipped because the client listed them in have."}, []string{"result"})
 	m.bytesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_bytes_sent_total", Help: "Response body bytes sent."})
 	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
-	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+	m.saveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_episode_save_failures_total", Help: "Episodes that could not be written to disk (journal or final save); the reply's save_error and the log say why."})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "shinken_inflight_requests", Help: "Reset, step, fork and close requests being served."})
+	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
 	// Series with a closed label set exist from the start, so a reader

@@ -2,6 +2,7 @@ package envserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,7 +101,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	e.coords, e.display = coords, nil
 	if err != nil {
 		reason := trajectory.SetupError
-		if c := codeOf(err); c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout {
+		var se *setupError
+		if c := codeOf(err); !errors.As(err, &se) && (c == aci.CodePoolExhausted || c == aci.CodeSandboxDied || c == aci.CodeTimeout) {
 			reason = trajectory.SandboxDied
 			if c == aci.CodePoolExhausted {
 				reason = "" // nothing started: no episode to score

@@ -371,6 +371,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, c, aci.Errorf(aci.CodePayloadTooLarge, "body over %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
+		s.m.inflight.Inc()
+		defer s.m.inflight.Dec()
 		reply, err := s.dispatch(route, c, ctx.PostBody())
 		if err != nil {
 			s.writeError(ctx, c, err)

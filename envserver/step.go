@@ -41,6 +41,7 @@ func (s *Server) step(ctx context.Context, req *api.StepRequest) (*api.BatchRepl
 		}
 		s.m.steps.WithLabelValues(oc).Inc()
 	})
+	s.syncEpisodes(func(i int) string { return req.Steps[i].EnvID }, slots)
 	return s.reply(b, slots), nil
 }
 
@@ -279,6 +280,7 @@ func (s *Server) recordStep(e *env, rec trajectory.Step) {
 	ep.traj.Steps = append(ep.traj.Steps, rec)
 	ep.traj.Reward += rec.Reward
 	ep.mu.Unlock()
+	s.journalStep(ep, &rec)
 }
 
 func (e *env) leaseErr() error {

@@ -29,11 +29,23 @@ func runSetup(ctx context.Context, l *pool.Lease, t *configs.Task) error {
 			err = waitWindow(ctx, g, st.WaitWindow)
 		}
 		if err != nil {
-			return fmt.Errorf("setup step %d of %s: %w", i, t.ID, err)
+			err = fmt.Errorf("setup step %d of %s: %w", i, t.ID, err)
+			if isDeath(err, l) {
+				return err
+			}
+			return &setupError{err}
 		}
 	}
 	return nil
 }
+
+// setupError is a task's setup step failing in a live sandbox (a window
+// that never shows, a command that fails): the episode ends setup_error,
+// not sandbox_died, whatever the step's own error code.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
 
 // awaitWindows re-runs the task's wait_window steps: a sandbox restored from
 // a checkpoint relaunches its apps, and the episode starts only once their

@@ -28,8 +28,13 @@ const DefaultMaxEpisodes = 10000
 type StoreOptions struct {
 	// MaxEpisodes bounds how many finished episodes are kept; beyond it the
 	// oldest finished ones are deleted, with the frames only they used.
-	// 0 means DefaultMaxEpisodes.
+	// 0 means DefaultMaxEpisodes. Unscored episodes (abandoned, or
+	// ended before a step) are kept under a bound of their own, so they
+	// never push scored ones out.
 	MaxEpisodes int
+	// Logf receives what the store repairs on open (recovered journals,
+	// quarantined files); nil discards.
+	Logf func(format string, args ...any)
 }
 
 // Store keeps trajectories and their frames on disk:
@@ -47,11 +52,13 @@ type StoreOptions struct {
 // One process owns a store directory at a time: NewStore deletes temp files
 // and frames no episode references.
 type Store struct {
-	dir string
-	max int
+	dir  string
+	max  int
+	logf func(format string, args ...any)
 
 	mu       sync.Mutex
-	finished []string            // finished episode ids, oldest first
+	finished []string            // finished scored episode ids, oldest first
+	unscored []string            // finished unscored or empty episode ids, oldest first
 	isDone   map[string]bool     // id → finished
 	frames   map[string][]string // id → frame hashes it references
 	refs     map[string]int      // frame hash → episodes referencing it
@@ -77,7 +84,10 @@ func NewStore(dir string, opts StoreOptions) (*Store, error) {
 	if opts.MaxEpisodes == 0 {
 		opts.MaxEpisodes = DefaultMaxEpisodes
 	}
-	s := &Store{dir: dir, max: opts.MaxEpisodes, isDone: map[string]bool{},
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	s := &Store{dir: dir, max: opts.MaxEpisodes, logf: opts.Logf, isDone: map[string]bool{},
 		frames: map[string][]string{}, refs: map[string]int{}}
 	// Episodes and frames are the server's user's alone (an older store's
 	// looser directories are tightened): a sandbox, or anyone else on the
@@ -119,29 +129,49 @@ func (s *Store) index() error {
 		return err
 	}
 	type aged struct {
-		id  string
-		mod time.Time
+		id     string
+		mod    time.Time
+		scored bool
 	}
 	var eps []aged
+	have := map[string]bool{}
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			have[id] = true
+		}
+	}
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, ".tmp-") {
-			os.Remove(filepath.Join(s.episodeDir(), name))
+		if strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp") {
+			os.Remove(filepath.Join(s.episodeDir(), name)) // a crash's temp file
 			continue
 		}
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || !ValidID(id) {
+		var t *Trajectory
+		if id, ok := strings.CutSuffix(name, ".journal"); ok && ValidID(id) {
+			if have[id] {
+				os.Remove(s.journalPath(id)) // saved whole already
+				continue
+			}
+			var err error
+			if t, err = s.recoverJournal(id); err != nil {
+				s.quarantine(name, err)
+				continue
+			}
+			s.logf("trajectory store: episode %s was live when its server stopped; closed as %s (%s)", id, t.ExitReason, t.ExitDetail)
+		} else if id, ok := strings.CutSuffix(name, ".json"); ok && ValidID(id) {
+			var err error
+			if t, err = s.Load(id); err != nil {
+				s.quarantine(name, err)
+				continue
+			}
+		} else {
 			continue
 		}
-		info, err := e.Info()
+		info, err := os.Stat(s.episodePath(t.EpisodeID))
 		if err != nil {
 			continue
 		}
-		t, err := s.Load(id)
-		if err != nil {
-			return fmt.Errorf("episode %s: %w", id, err)
-		}
-		eps = append(eps, aged{id, info.ModTime()})
+		eps = append(eps, aged{t.EpisodeID, info.ModTime(), scored(t)})
 		s.track(t)
 	}
 	sort.Slice(eps, func(i, j int) bool {
@@ -153,8 +183,7 @@ func (s *Store) index() error {
 	// Episodes left on disk by an earlier process will not grow again: all
 	// are finished as far as retention goes.
 	for _, e := range eps {
-		s.finished = append(s.finished, e.id)
-		s.isDone[e.id] = true
+		s.done(e.id, e.scored)
 	}
 	return filepath.WalkDir(s.frameDir(), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -207,6 +236,20 @@ func (s *Store) Save(t *Trajectory) error {
 	if t == nil || !ValidID(t.EpisodeID) {
 		return fmt.Errorf("trajectory store: invalid episode id")
 	}
+	if err := s.write(t); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.track(t)
+	if t.EndedAt != nil {
+		s.done(t.EpisodeID, scored(t))
+	}
+	return s.evict()
+}
+
+// write saves t's file crash-safe.
+func (s *Store) write(t *Trajectory) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("trajectory store: encoding %s: %w", t.EpisodeID, err)
@@ -214,23 +257,38 @@ func (s *Store) Save(t *Trajectory) error {
 	if err := atomicfile.Write(s.episodePath(t.EpisodeID), b, 0o600); err != nil {
 		return fmt.Errorf("trajectory store: saving %s: %w", t.EpisodeID, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.track(t)
-	if t.EndedAt != nil && !s.isDone[t.EpisodeID] {
-		s.isDone[t.EpisodeID] = true
-		s.finished = append(s.finished, t.EpisodeID)
+	return nil
+}
+
+// scored reports whether t counts toward retention: it was scored (an exit
+// reason) and took at least one step.
+func scored(t *Trajectory) bool { return t.ExitReason != "" && len(t.Steps) > 0 }
+
+// done files a finished episode under its retention list (s.mu held or s
+// not yet shared).
+func (s *Store) done(id string, isScored bool) {
+	if s.isDone[id] {
+		return
 	}
-	return s.evict()
+	s.isDone[id] = true
+	if isScored {
+		s.finished = append(s.finished, id)
+	} else {
+		s.unscored = append(s.unscored, id)
+	}
 }
 
 // evict deletes the oldest finished episodes beyond the limit and the frames
 // no remaining episode references (s.mu held).
 func (s *Store) evict() error {
 	var errs []error
-	for len(s.finished) > s.max {
-		id := s.finished[0]
-		s.finished = s.finished[1:]
+	for len(s.finished) > s.max || len(s.unscored) > s.max {
+		var id string
+		if len(s.finished) > s.max {
+			id, s.finished = s.finished[0], s.finished[1:]
+		} else {
+			id, s.unscored = s.unscored[0], s.unscored[1:]
+		}
 		delete(s.isDone, id)
 		if err := os.Remove(s.episodePath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
@@ -259,6 +317,11 @@ func (s *Store) Load(episodeID string) (*Trajectory, error) {
 	}
 	b, err := os.ReadFile(s.episodePath(episodeID))
 	if errors.Is(err, fs.ErrNotExist) {
+		// A live episode: its journal so far.
+		t, jerr := readJournal(s.journalPath(episodeID))
+		if jerr == nil && t.EpisodeID == episodeID {
+			return t, nil
+		}
 		return nil, fmt.Errorf("episode %q: %w", episodeID, ErrNotFound)
 	}
 	if err != nil {
@@ -285,8 +348,14 @@ func (s *Store) List() ([]string, error) {
 		return nil, err
 	}
 	var ids []string
+	seen := map[string]bool{}
 	for _, e := range ents {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && ValidID(id) {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			id, ok = strings.CutSuffix(e.Name(), ".journal")
+		}
+		if ok && ValidID(id) && !seen[id] {
+			seen[id] = true
 			ids = append(ids, id)
 		}
 	}

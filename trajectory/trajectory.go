@@ -79,6 +79,9 @@ type Trajectory struct {
 	Steps      []Step     `msgpack:"steps" json:"steps"`
 	Reward     float64    `msgpack:"reward" json:"reward"`
 	ExitReason ExitReason `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
+	// ExitDetail qualifies ExitReason where one word is not enough
+	// ("server_restart": the server stopped while the episode ran).
+	ExitDetail string     `msgpack:"exit_detail,omitempty" json:"exit_detail,omitempty"`
 	NumTurns   int        `msgpack:"num_turns" json:"num_turns"`
 	StartedAt  time.Time  `msgpack:"started_at" json:"started_at"`
 	EndedAt    *time.Time `msgpack:"ended_at,omitempty" json:"ended_at,omitempty"`

@@ -35,6 +35,7 @@ func main() {
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
 	quiet := flag.Bool("quiet", false, "log only errors")
+	shutdownTimeout := flag.Duration("shutdown-timeout", 60*time.Second, "on SIGTERM, how long in-flight steps may finish before they are cancelled")
 	flag.Parse()
 
 	cfg, err := configs.LoadServer(*configPath)
@@ -75,8 +76,21 @@ func main() {
 		logf = func(string, ...any) {}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGTERM/SIGINT starts a graceful stop; a second one exits
+	// at once (every file the server writes is crash-safe, and sandboxes
+	// die with their server).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		sig := <-sigs
+		log.Printf("envserver: %v: stopping (finishing in-flight steps for up to %v; signal again to exit now)", sig, *shutdownTimeout)
+		stop()
+		sig = <-sigs
+		log.Printf("envserver: %v again: exiting now", sig)
+		os.Exit(2)
+	}()
 	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: *guestd, Logf: logf})
 	if err != nil {
 		log.Fatalf("envserver: %v", err)
@@ -98,13 +112,17 @@ func main() {
 	}
 	select {
 	case <-ctx.Done():
-		log.Printf("envserver: shutting down")
 	case err := <-st.Done():
 		log.Printf("envserver: serve: %v", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Close stops admission (new connections and requests are refused),
+	// waits for in-flight requests up to the deadline and then cancels
+	// them, saves every episode, and destroys every sandbox.
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
 	if err := st.Close(sctx); err != nil {
 		log.Printf("envserver: shutdown: %v", err)
+		os.Exit(1)
 	}
+	log.Printf("envserver: stopped")
 }

@@ -94,6 +94,7 @@ type Info struct {
 	Step       int              `msgpack:"step" json:"step"`
 	ExitReason string           `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
 	Error      *aci.Error       `msgpack:"error,omitempty" json:"error,omitempty"`
+	SaveError  *aci.Error       `msgpack:"save_error,omitempty" json:"save_error,omitempty"` // the episode could not be written to disk (the step itself happened)
 	Task       string           `msgpack:"task,omitempty" json:"task,omitempty"`
 	ForkOf     string           `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
 	Timings    map[string]int64 `msgpack:"timings,omitempty" json:"timings,omitempty"` // microseconds

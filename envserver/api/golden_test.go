@@ -132,7 +132,8 @@ func goldenValues() map[string]any {
 					Coords: "frame",
 				}},
 				{EnvID: "env-2", Obs: goldenObs(hashA), Reward: 0, Truncated: true, Info: &Info{
-					Step: 10, ExitReason: string(trajectory.MaxSteps),
+					// A final step that the sandbox refused: agent_error outranks max_steps.
+					Step: 10, ExitReason: string(trajectory.AgentError),
 					Error:   &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"},
 					Settle:  &aci.SettleInfo{WaitedMS: 1500, Damaged: true, TimedOut: true},
 					Results: []aci.ActionResult{{Status: string(aci.CodeInvalidAction), Error: &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"}}, {Status: aci.StatusSkipped}},
@@ -143,8 +144,9 @@ func goldenValues() map[string]any {
 		},
 		"fork_reply": BatchReply{
 			Results: []Result{
-				{EnvID: "env-4", EpisodeID: "ep-4", Obs: goldenObs(hashA), Info: &Info{Step: 2, ForkOf: "ep-1", Extra: map[string]any{"snapshot_kind": "disk"}}},
-				{EnvID: "env-5", EpisodeID: "ep-5", Obs: goldenObs(hashA), Info: &Info{Step: 2, ForkOf: "ep-1"}},
+				// fork_of names the parent env (the trajectory's fork_of names its episode).
+				{EnvID: "env-4", EpisodeID: "ep-4", Obs: goldenObs(hashA), Info: &Info{Step: 2, Task: "xterm-hello-file", ForkOf: "env-1"}},
+				{EnvID: "env-5", EpisodeID: "ep-5", Obs: goldenObs(hashA), Info: &Info{Step: 2, Task: "xterm-hello-file", ForkOf: "env-1"}},
 			},
 			Frames: map[string][]byte{},
 		},
@@ -198,45 +200,9 @@ func errorCodes() map[string]int {
 	return m
 }
 
-// init registers, for this test binary only, a key-sorting encoder for the
-// string-keyed map types that msgpack v5's SetSortMapKeys leaves unsorted.
-func init() {
-	for _, m := range []any{map[string][]byte(nil), map[string]int64(nil), map[string]int(nil)} {
-		msgpack.Register(m, encodeSortedStringMap, nil)
-	}
-}
-
-func encodeSortedStringMap(e *msgpack.Encoder, v reflect.Value) error {
-	if v.IsNil() {
-		return e.EncodeNil()
-	}
-	keys := v.MapKeys()
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	if err := e.EncodeMapLen(len(keys)); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := e.EncodeString(k.String()); err != nil {
-			return err
-		}
-		if err := e.EncodeValue(v.MapIndex(k)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// encodeGolden is the deterministic encoding the golden files hold.
-func encodeGolden(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true)
-	enc.UseCompactInts(true)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// encodeGolden is the server's own encoder: the golden files hold exactly
+// the bytes the server sends for these values.
+func encodeGolden(v any) ([]byte, error) { return Marshal(v) }
 
 func TestGolden(t *testing.T) {
 	values := goldenValues()

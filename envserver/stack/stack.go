@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
-	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes})
+	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +146,15 @@ func (st *Stack) Close(ctx context.Context) error {
 			<-st.served
 		}
 	}
+	// Teardown gets its own deadline: a shutdown that spent ctx waiting
+	// for in-flight requests must still destroy every sandbox.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	if st.Pool != nil {
-		errs = append(errs, st.Pool.Close(ctx))
+		errs = append(errs, st.Pool.Close(tctx))
 	}
 	if st.Provider != nil {
-		errs = append(errs, st.Provider.Close(ctx))
+		errs = append(errs, st.Provider.Close(tctx))
 	}
 	if st.lock != nil {
 		st.lock.Close() // last: everything under the state dir is settled

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/mpcheck"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -233,6 +234,10 @@ func (c *Client) readLoop() {
 			return
 		}
 		buf = b
+		if err := guestWalk().Check(b); err != nil {
+			c.shutdown(fmt.Errorf("guest sent a frame refused before decoding: %w", err))
+			return
+		}
 		m, err := wire.Decode(b)
 		if err != nil {
 			c.shutdown(err)
@@ -280,4 +285,17 @@ func decodeReply(method string, m *wire.Message, out any) error {
 		}
 	}
 	return nil
+}
+
+// guestWalk checks each frame a guest sends (its body included: the body
+// is inline msgpack) before anything is decoded: the host does not trust
+// the sandbox, so a frame may not make the host allocate more than a small
+// factor of its size (an array of a million one-byte nils that would each
+// become a struct) nor carry unbounded item counts. A guest that sends one
+// is broken: its connection is dropped and the sandbox counts as dead.
+func guestWalk() *mpcheck.Walk {
+	return &mpcheck.Walk{
+		Caps:   mpcheck.Uniform{MaxItems: 1 << 16, ItemCost: 256, MaxString: wire.MaxFrame},
+		Factor: 32, Floor: 1 << 20,
+	}
 }

@@ -10,7 +10,7 @@ import (
 // TestConformance runs the shared provider suite against the real engine.
 func TestConformance(t *testing.T) {
 	if skipWhy != "" {
-		t.Skip(skipWhy)
+		pooltest.SkipUnless(t, pooltest.RequireDocker, skipWhy)
 	}
 	pooltest.ProviderSuite(t, func(t *testing.T) pool.Provider { return newProvider(t) })
 }

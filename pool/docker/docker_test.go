@@ -21,6 +21,7 @@ import (
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/images"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/pool/process"
 )
 
@@ -98,7 +99,7 @@ func newProvider(t testing.TB) *Provider {
 func newProviderInstance(t testing.TB, instance string) *Provider {
 	t.Helper()
 	if skipWhy != "" {
-		t.Skip(skipWhy)
+		pooltest.SkipUnless(t, pooltest.RequireDocker, skipWhy)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -170,7 +171,7 @@ func sh(t testing.TB, ctx context.Context, c *client.Client, script string) stri
 
 func TestNoEngineOrImageIsTyped(t *testing.T) {
 	if guestdBin == "" {
-		t.Skip(skipWhy)
+		pooltest.SkipUnless(t, pooltest.RequireDocker, skipWhy)
 	}
 	ctx := testCtx(t, 30*time.Second)
 	_, err := New(ctx, Options{GuestdPath: guestdBin, Image: "shinken-sandbox:does-not-exist"})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/pooltest"
 )
 
 // TestProvidersOnOneHostDoNotShareUIDs boots one sandbox from each of
@@ -20,14 +21,14 @@ import (
 // "resource temporarily unavailable".
 func TestProvidersOnOneHostDoNotShareUIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("sandbox uids are assigned only when running as root")
+		pooltest.SkipUnless(t, pooltest.RequireNamespaces, "sandbox uids are assigned only when running as root")
 	}
 	const n = 6
 	provs := make([]*Provider, n)
 	for i := range provs {
 		provs[i] = newTestProvider(t, Options{NProc: 64})
 		if !provs[i].confined {
-			t.Skip("unconfined host: sandboxes keep the caller's uid")
+			pooltest.SkipUnless(t, pooltest.RequireNamespaces, "unconfined host: sandboxes keep the caller's uid")
 		}
 	}
 	ctx := context.Background()

@@ -163,9 +163,10 @@ def test_fork_reply_decodes():
     cache = FrameCache()
     parse_batch(wire.unpack(load("reset_reply")), cache)
     slots = parse_batch(wire.unpack(load("fork_reply")), cache)
-    assert [s.info["fork_of"] for s in slots] == ["ep-1", "ep-1"]
+    # fork_of names the parent env, as the server sends it.
+    assert [s.info["fork_of"] for s in slots] == ["env-1", "env-1"]
     assert all(s.cached for s in slots)
-    assert slots[0].info["extra"] == {"snapshot_kind": "disk"}
+    assert [s.info["task"] for s in slots] == ["xterm-hello-file"] * 2
 
 
 def test_error_reply_maps():
