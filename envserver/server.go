@@ -454,12 +454,20 @@ func (s *Server) authorizedHeader(h *fasthttp.RequestHeader) bool {
 	return ok && subtle.ConstantTimeCompare(got, []byte(s.cfg.Token)) == 1
 }
 
+// uiMaxBody bounds a web UI request's body (the login form).
+const uiMaxBody = 4 << 10
+
 // headerReceived runs before a request's body is read: an unauthorized
 // request may carry no body (it fails as too large, and handleParseError
 // answers unauthorized, then fasthttp closes the connection).
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if s.authorizedHeader(h) || bytes.Equal(h.RequestURI(), []byte("/healthz")) {
 		return fasthttp.RequestConfig{}
+	}
+	if path, _, _ := strings.Cut(string(h.RequestURI()), "?"); routeOf(path) == "ui" {
+		// The web UI authenticates by its own cookie, and its login form
+		// posts the token: a few bytes, never the API's bodies.
+		return fasthttp.RequestConfig{MaxRequestBodySize: uiMaxBody}
 	}
 	return fasthttp.RequestConfig{MaxRequestBodySize: 1}
 }

@@ -35,9 +35,6 @@ func TestStepFrameShowsTheAction(t *testing.T) {
 	for _, app := range shippedApps() {
 		t.Run(app.app, func(t *testing.T) {
 			d := appDesk(t)
-			if !d.cl.Welcome().Damage {
-				t.Fatal("welcome: no DAMAGE on Xvfb")
-			}
 			win := launchApp(t, d, app)
 			drew := 0
 			for _, aa := range app.acts {

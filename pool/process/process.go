@@ -763,11 +763,26 @@ func (p *Provider) KillX(ctx context.Context, id string) error {
 	if init == 0 {
 		return notFound("sandbox", id)
 	}
+	n := 0
+	for _, pid := range childrenNamed(init, "Xvfb") {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("process: sandbox %s: no Xvfb found", id)
+	}
+	return nil
+}
+
+// childrenNamed lists the host pids of parent's children whose command name
+// starts with name.
+func childrenNamed(parent int, name string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return err
+		return nil
 	}
-	n := 0
+	var pids []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -778,15 +793,13 @@ func (p *Provider) KillX(ctx context.Context, id string) error {
 			continue
 		}
 		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(init) && strings.Contains(string(b[:i]), "(Xvfb") {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				n++
-			}
+		if len(f) > 1 && f[1] == strconv.Itoa(parent) && strings.Contains(string(b[:i]), "("+name) {
+			pids = append(pids, pid)
 		}
 	}
-	if n == 0 {
-		return fmt.Errorf("process: sandbox %s: no Xvfb found", id)
-	}
-	return nil
+	return pids
 }
