@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,11 +291,9 @@ func TestMinimalRoot(t *testing.T) {
 	p := newTestProvider(t, Options{})
 	sb := pooltest.Create(t, p)
 	c := pooltest.Dial(t, sb)
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range []string{wd, filepath.Dir(filepath.Dir(wd)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
+	_, file, _, _ := runtime.Caller(0)
+	pkg := filepath.Dir(file)
+	for _, path := range []string{pkg, filepath.Dir(filepath.Dir(pkg)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
 		if out, code := pooltest.Sh(t, c, "ls -d "+path+"/* 2>/dev/null | head -3"); code == 0 && out != "" {
 			t.Errorf("sandbox sees %s: %q", path, out)
 		}
