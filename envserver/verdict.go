@@ -25,9 +25,7 @@ const (
 type verdict struct {
 	reward   float64
 	err      error // scorer_error (or the sandbox's death); reward is 0
-	frozen   int
-	freezeUS int64
-	isolated bool
+	freezeUS int64 // how long stopping the agent's processes took
 }
 
 // verify scores e's episode: guestd stops the agent's processes and runs the
@@ -49,7 +47,7 @@ func (s *Server) verify(ctx context.Context, e *env) verdict {
 		}
 		return verdict{err: &aci.Error{Code: aci.CodeScorerError, Message: "verifier did not run: " + err.Error()}}
 	}
-	out := verdict{frozen: res.Frozen, freezeUS: res.FreezeUS, isolated: res.Isolated}
+	out := verdict{freezeUS: res.FreezeUS}
 	out.reward, out.err = parseVerdict(v, &res.ExecResult)
 	return out
 }

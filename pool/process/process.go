@@ -80,6 +80,8 @@ type Options struct {
 
 	// noNamespaces simulates a host without namespaces (tests).
 	noNamespaces bool
+	// noCgroups simulates a host without cgroups (tests).
+	noCgroups bool
 }
 
 // Provider is the process provider. It implements pool.Provider,
@@ -388,7 +390,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	if err := makeDirs(dir, seed, uid, gid); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
-	if uid >= 0 {
+	if uid >= 0 && !p.opts.noCgroups {
 		mem := p.opts.AgentMemory
 		if spec.MemoryBytes > 0 {
 			mem = spec.MemoryBytes

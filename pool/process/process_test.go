@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,11 +291,9 @@ func TestMinimalRoot(t *testing.T) {
 	p := newTestProvider(t, Options{})
 	sb := pooltest.Create(t, p)
 	c := pooltest.Dial(t, sb)
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range []string{wd, filepath.Dir(filepath.Dir(wd)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
+	_, file, _, _ := runtime.Caller(0)
+	pkg := filepath.Dir(file)
+	for _, path := range []string{pkg, filepath.Dir(filepath.Dir(pkg)), p.opts.Root, guestdPath, "/usr/local/bin", "/root", "/sys/fs/cgroup"} {
 		if out, code := pooltest.Sh(t, c, "ls -d "+path+"/* 2>/dev/null | head -3"); code == 0 && out != "" {
 			t.Errorf("sandbox sees %s: %q", path, out)
 		}
@@ -318,5 +317,49 @@ func TestMinimalRoot(t *testing.T) {
 		if h, err := c.Health(context.Background()); err != nil || !h.X {
 			t.Errorf("health after the agent's kill 1: %+v, %v", h, err)
 		}
+	}
+}
+
+// TestScoreFreezesAgent: once score returns, no process the agent started
+// can run: they are stopped (the sweep) or frozen (the cgroup freezer),
+// whether or not the host has cgroups, and the X server still answers.
+func TestScoreFreezesAgent(t *testing.T) {
+	for _, noCgroups := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noCgroups=%v", noCgroups), func(t *testing.T) {
+			p := newTestProvider(t, Options{noCgroups: noCgroups})
+			sb := pooltest.Create(t, p)
+			c := pooltest.Dial(t, sb)
+			ns := p.PIDNamespace(sb.ID)
+			// A busy loop, a detached session and a sleeper, like an agent's.
+			pooltest.MustSh(t, c, `(while :; do :; done) >/dev/null 2>&1 & setsid sh -c 'sleep 600' >/dev/null 2>&1 & sleep 600 >/dev/null 2>&1 &`)
+			res, err := c.Score(context.Background(), wire.ScoreArgs{Shell: "echo 0", TimeoutMS: 5000})
+			if err != nil || strings.TrimSpace(string(res.Stdout)) != "0" {
+				t.Fatalf("score: %+v, %v", res, err)
+			}
+			init := p.InitPID(sb.ID)
+			running := 0
+			for pid := range pooltest.NSProcs(ns) {
+				cb, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				comm := strings.TrimSpace(string(cb))
+				if pid == init || comm == "Xvfb" {
+					continue
+				}
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				if err != nil {
+					continue // gone
+				}
+				f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+				if st := f[0]; st != "T" && st != "t" && st != "D" {
+					running++
+					t.Errorf("pid %d (%s) is %s after score; want stopped or frozen", pid, comm, st)
+				}
+			}
+			if res.Frozen < 4 {
+				t.Errorf("frozen = %d; want the window manager and the agent's three", res.Frozen)
+			}
+			if h, err := c.Health(context.Background()); err != nil || !h.X {
+				t.Errorf("health after score: %+v, %v; want X up", h, err)
+			}
+		})
 	}
 }

@@ -155,6 +155,12 @@ func confine(cfg *initConfig) error {
 	if err := makeDev(root+"/dev", cfg.ShmSize, tmpfs); err != nil {
 		return err
 	}
+	// A proc of the sandbox's pid namespace (the agent sees only its own
+	// processes). Mounted while the host's /proc is still visible: a user
+	// namespace may mount proc only where one is already fully visible.
+	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
+		return fmt.Errorf("proc: %w", err)
+	}
 	// Pivot: the host's root is gone from the sandbox's mount namespace.
 	old := root + "/.old"
 	if err := os.Mkdir(old, 0o700); err != nil {
@@ -171,9 +177,6 @@ func confine(cfg *initConfig) error {
 	}
 	if err := os.Remove("/.old"); err != nil {
 		return err
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
-		return fmt.Errorf("proc: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("make the root read-only: %w", err)
