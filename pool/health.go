@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -23,6 +24,7 @@ func (p *Pool) monitor(m *member) {
 		defer t.Stop()
 		tick = t.C
 	}
+	slow := 0 // consecutive health probes that timed out
 	for {
 		select {
 		case <-m.gone:
@@ -36,12 +38,19 @@ func (p *Pool) monitor(m *member) {
 			p.died(m, "the guest connection was lost")
 			return
 		case <-tick:
-			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+			ctx, cancel := context.WithTimeout(p.ctx, p.cfg.HealthTimeout)
 			h, err := m.guest.Health(ctx)
 			cancel()
 			switch {
 			case p.ctx.Err() != nil:
 				return
+			case err != nil && slowProbe(err) && slow+1 < maxSlowProbes:
+				// The connection is open and nothing said the sandbox
+				// ended: a guest slow to answer (a loaded host) is not
+				// dead until it stays silent.
+				slow++
+				p.cfg.Logf("pool: sandbox %s slow: health probe timed out (%d of %d before it counts as dead)", m.sb.ID, slow, maxSlowProbes)
+				continue
 			case err != nil:
 				p.died(m, "health probe failed: "+err.Error())
 				return
@@ -55,6 +64,7 @@ func (p *Pool) monitor(m *member) {
 				p.died(m, "the window manager is gone")
 				return
 			}
+			slow = 0
 		}
 	}
 }
@@ -150,4 +160,13 @@ func alive(m *member) bool {
 	default:
 		return true
 	}
+}
+
+// maxSlowProbes is how many consecutive health probes may time out before a
+// sandbox whose connection is still open counts as dead.
+const maxSlowProbes = 3
+
+// slowProbe reports whether a failed probe only ran out of time.
+func slowProbe(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || aci.CodeOf(err) == aci.CodeTimeout
 }

@@ -42,6 +42,10 @@ type Config struct {
 	// disables probing, deaths are still seen through the provider and the
 	// guest connection).
 	HealthInterval time.Duration
+	// HealthTimeout bounds one health probe (default 10 s). A sandbox
+	// whose probes time out maxSlowProbes times in a row, its connection
+	// still open, counts as dead.
+	HealthTimeout time.Duration
 	// BootAttempts is how many times a boot a caller waits for (an
 	// on-demand restore, a fork) is tried before its failure is returned
 	// (default 3). Background boots retry without end, backing off.
@@ -153,6 +157,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	}
 	if cfg.HealthInterval == 0 {
 		cfg.HealthInterval = 2 * time.Second
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = 10 * time.Second
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}

@@ -3,9 +3,11 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,5 +110,56 @@ func TestBootFailureRetried(t *testing.T) {
 	}
 	if got := f.fail.Load(); got != 97 {
 		t.Errorf("boots tried: %d; want 3", 100-got)
+	}
+}
+
+// TestSlowGuestIsNotDead: a guest that stops answering health probes for
+// a while (a stopped process, as on an overloaded host) is reported slow,
+// not dead, and keeps its lease once it answers again; one that stays
+// silent is declared dead after maxSlowProbes timeouts.
+func TestSlowGuestIsNotDead(t *testing.T) {
+	prov := newProvider(t)
+	slow := make(chan string, 16)
+	p := newPool(t, prov, pool.Config{Size: 1, HealthInterval: 50 * time.Millisecond, HealthTimeout: time.Second,
+		Logf: func(format string, args ...any) {
+			msg := fmt.Sprintf(format, args...)
+			t.Log(msg)
+			if strings.Contains(msg, " slow: ") {
+				select {
+				case slow <- msg:
+				default:
+				}
+			}
+		}})
+	l, err := p.Lease(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	pid := prov.InitPID(l.ID())
+	syscall.Kill(pid, syscall.SIGSTOP)
+	select {
+	case <-slow:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(pid, syscall.SIGCONT)
+		t.Fatal("a stopped guest was never reported slow")
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	if _, err := l.Guest().Health(ctxT(t)); err != nil {
+		t.Fatalf("health after SIGCONT: %v", err)
+	}
+	if err := l.Err(); err != nil || stats(p).Deaths != 0 {
+		t.Fatalf("a guest that was slow for a while: lease err %v, deaths %d; want alive", err, stats(p).Deaths)
+	}
+	// Silent for good: dead, typed.
+	syscall.Kill(pid, syscall.SIGSTOP)
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	select {
+	case <-l.Dead():
+	case <-time.After(time.Minute):
+		t.Fatal("a guest stopped for good was never declared dead")
+	}
+	if !errors.Is(l.Err(), pool.ErrSandboxDied) {
+		t.Errorf("lease err %v; want sandbox_died", l.Err())
 	}
 }
