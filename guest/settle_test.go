@@ -55,7 +55,7 @@ func TestStepFrameShowsTheAction(t *testing.T) {
 							t.Errorf("the step's frame is not the settled one: the app kept drawing after the step returned (settle %+v)", st)
 						}
 						if !st.Damaged {
-							t.Errorf("settle got damaged=false; want true: the screen changed")
+							t.Errorf("settle got %+v; want damaged: the screen changed (pre %s step %s final %s)", st, pre.Hash, got.Hash, final.Hash)
 						}
 					case !st.Damaged:
 						if !got.NotModified || got.Hash != pre.Hash {
