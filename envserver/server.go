@@ -42,6 +42,7 @@ type Config struct {
 	RecordFrames    bool          // store every observed frame with the trajectory
 	DefaultObserve  api.Observe   // used when a request carries none; default png
 	PoolSize        int           // the pool's warm size, as /v1/spec reports it
+	Screen          api.Size      // the sandboxes' screen, as /v1/spec reports it (zero: unreported)
 	Logf            func(format string, args ...any)
 }
 

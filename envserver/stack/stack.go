@@ -13,6 +13,7 @@ import (
 
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver"
+	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/process"
 	"github.com/shinken-rl/shinken/trajectory"
@@ -97,6 +98,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		Concurrency: cfg.Concurrency, IdleTTL: time.Duration(cfg.IdleTTL),
 		StepTimeout: time.Duration(cfg.StepTimeout), ResetTimeout: time.Duration(cfg.ResetTimeout),
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, PoolSize: cfg.Pool, Logf: logf,
+		Screen: api.Size{W: w, H: h},
 	})
 	if err != nil {
 		return nil, err

@@ -133,16 +133,19 @@ def action(a: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def observe_map(o: Any) -> Optional[Dict[str, Any]]:
-    """Normalizes an observe request: a dict of aci.Observe fields, or a format string."""
+    """Normalizes an observe request: a dict of aci.Observe fields, or a format string.
+
+    The fields this module knows are checked and written in Go order; any
+    other field passes through as given (the server decodes strictly and
+    answers bad_request for one it does not know), so a newer server's
+    observe options need no client change.
+    """
     if o is None:
         return None
     if isinstance(o, str):
         o = {"format": o}
     if not isinstance(o, Mapping):
         raise BadRequest("observe: want a dict or a format string")
-    extra = set(o) - _OBSERVE_KEYS
-    if extra:
-        raise BadRequest(f"observe: unknown field(s) {sorted(extra)}")
     out: Dict[str, Any] = {}
     for key, kind in _OBSERVE_FIELDS:
         v = o.get(key)
@@ -151,7 +154,25 @@ def observe_map(o: Any) -> Optional[Dict[str, Any]]:
         v = _str(key, v) if kind == "str" else _int(key, v)
         if v:
             out[key] = v
+    for key, v in o.items():
+        if key not in _OBSERVE_KEYS and v is not None:
+            out[_str("observe field", key)] = v
     return out
+
+
+def coords(c: Any) -> Any:
+    """Normalizes a coordinate space: screen|frame|norm|norm1000, or {w, h}
+    (pixels of a w x h image covering the delivered frame)."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, Mapping):
+        extra = set(c) - {"w", "h"}
+        if extra:
+            raise BadRequest(f"coords: unknown field(s) {sorted(extra)}")
+        return {"w": _int("coords.w", c.get("w")), "h": _int("coords.h", c.get("h"))}
+    if isinstance(c, (tuple, list)) and len(c) == 2:
+        return {"w": _int("coords.w", c[0]), "h": _int("coords.h", c[1])}
+    raise BadRequest("coords: want screen|frame|norm|norm1000 or {w, h}")
 
 
 def _ids(name: str, v: Any) -> List[int]:
@@ -189,14 +210,18 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
     return req
 
 
-def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None) -> Dict[str, Any]:
-    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id."""
+def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
+              coords_: Any = None) -> Dict[str, Any]:
+    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
+    ``coords_`` is the env's default coordinate space for its steps."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
     e["task"] = _str("task", task)
     if seed is not None:
         e["seed"] = _int("seed", seed)
+    if coords_ is not None:
+        e["coords"] = coords(coords_)
     return e
 
 
@@ -207,9 +232,10 @@ def reset_request(envs: Sequence[Dict[str, Any]], observe: Any = None,
 
 
 def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
-             dialect: Optional[str] = None, toks: Any = None) -> Dict[str, Any]:
+             dialect: Optional[str] = None, toks: Any = None, coords_: Any = None) -> Dict[str, Any]:
     """One api.StepEnv. act is a typed action dict or a list of them; text is
-    raw model output that the server parses with dialect."""
+    raw model output that the server parses with dialect; coords_ the
+    coordinate space of every point in them."""
     s: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
     if text is not None:
         if act is not None:
@@ -228,7 +254,41 @@ def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
     t = tokens(toks)
     if t is not None:
         s["tokens"] = t
+    if coords_ is not None:
+        s["coords"] = coords(coords_)
     return s
+
+
+TURN_KEYS = frozenset(("action", "actions", "text", "dialect", "tokens", "coords"))
+
+
+def turn(env_id: str, act: Any, dialect: Optional[str] = None, toks: Any = None,
+         coords_: Any = None) -> Dict[str, Any]:
+    """One api.StepEnv from an env's action, in any of the forms a policy emits:
+
+    * a typed action dict ({"verb": ...}) or a list of them;
+    * a str: model text, parsed on the server with ``dialect``;
+    * a turn dict carrying everything of one turn, so it passes through any
+      Gymnasium wrapper as the action itself: {"action" | "actions" | "text",
+      "dialect"?, "tokens"?, "coords"?}. Its fields override the defaults.
+    """
+    if isinstance(act, Mapping) and "verb" not in act:
+        extra = set(act) - TURN_KEYS
+        if extra:
+            raise BadRequest(f"action: unknown field(s) {sorted(extra)} (a typed action needs a verb; "
+                             f"a turn dict has {sorted(TURN_KEYS)})")
+        given = [k for k in ("action", "actions", "text") if act.get(k) is not None]
+        if len(given) != 1:
+            raise BadRequest("turn: want exactly one of action, actions, text")
+        d = act.get("dialect") or dialect
+        t = act.get("tokens") if act.get("tokens") is not None else toks
+        c = act.get("coords") if act.get("coords") is not None else coords_
+        if given[0] == "text":
+            return step_env(env_id, text=act["text"], dialect=d, toks=t, coords_=c)
+        return step_env(env_id, act[given[0]], toks=t, coords_=c)
+    if isinstance(act, str):
+        return step_env(env_id, text=act, dialect=dialect, toks=toks, coords_=coords_)
+    return step_env(env_id, act, toks=toks, coords_=coords_)
 
 
 def step_request(steps: Sequence[Dict[str, Any]], observe: Any = None,
