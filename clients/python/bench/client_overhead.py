@@ -3,12 +3,17 @@
     SHINKEN_URL=http://127.0.0.1:8700 SHINKEN_TOKEN=... \
         python3 clients/python/bench/client_overhead.py --envs 1 4 --steps 20
 
-For each (API, envs, format, decode) it steps `wait 1 ms` actions and reports,
-per env-step: the wall time of the call, the server's time from
-info.timings (the sum of its *_us entries for that env), and the difference
-— what the client and the wire add. Decode is "eager" (every obs decoded to
-an array before the call returns) or "lazy" (obs handed back as Frames,
-never decoded here). Numbers are medians over the steps.
+For each (API, envs, format, decode) it steps actions that type one character
+into the task's terminal (so every step is a new frame that crosses the wire
+and, eagerly, gets decoded) and reports, per call: the wall time; the
+round trip (request written → whole reply read, measured in the transport:
+the wire plus all of the server's work); the server's own step time as it
+reports it in info.timings (sum of the *_us entries, slowest env of the
+call); and the client's overhead = wall − round trip (building the request,
+msgpack decode, frame resolution, decode, Python), per call and per env-step. Decode is "eager"
+(every obs decoded to an array before the call returns) or "lazy" (obs
+handed back as Frames, not decoded). Numbers are medians over the steps;
+episodes are restarted every 8 steps (outside the timed calls).
 """
 
 from __future__ import annotations
@@ -25,7 +30,26 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import shinken  # noqa: E402
 
-WAIT = {"verb": "wait", "ms": 1}
+TYPE = {"verb": "type_text", "text": "x"}
+
+
+def retry(f, tries=3):
+    """A reset on a loaded host can meet a sandbox that failed to boot."""
+    for k in range(tries):
+        try:
+            return f()
+        except shinken.ShinkenError:
+            if k == tries - 1:
+                raise
+
+
+async def aretry(f, tries=3):
+    for k in range(tries):
+        try:
+            return await f()
+        except shinken.ShinkenError:
+            if k == tries - 1:
+                raise
 
 
 def server_us(infos, k):
@@ -39,35 +63,37 @@ def server_us(infos, k):
 
 
 def bench_sync(task, n, fmt, mode, steps):
-    walls, servers = [], []
-    with shinken.VectorEnv(task=task, n=n, observe=fmt, obs_mode=mode) as vec:
-        vec.reset()
+    walls, servers, rtts = [], [], []
+    with shinken.VectorEnv(task=task, n=n, observe=fmt, obs_mode=mode, on_error="info") as vec:
+        retry(vec.reset)
         for j in range(steps):
             if j and j % 8 == 0:  # stay inside the task's max_steps
-                vec.reset()
+                retry(vec.reset)
             t = time.perf_counter()
-            obs, rew, term, trunc, infos = vec.step([WAIT] * n)
+            obs, rew, term, trunc, infos = vec.step([TYPE] * n)
             if mode == "array":
                 np.asarray(obs)
             walls.append((time.perf_counter() - t) * 1e6)
+            rtts.append(vec.client.stats.rtts[-1] * 1e6)
             servers.append(max(server_us(infos, k) for k in range(n)))
-    return walls, servers
+    return walls, servers, rtts
 
 
 async def _bench_async(task, n, fmt, mode, steps):
-    walls, servers = [], []
+    walls, servers, rtts = [], [], []
     async with shinken.AsyncClient() as c:
         envs = [shinken.AsyncEnv(c, task, observe=fmt, obs_mode=mode) for _ in range(n)]
-        await asyncio.gather(*(e.reset() for e in envs))
+        await asyncio.gather(*(aretry(e.reset) for e in envs))
         for j in range(steps):
             if j and j % 8 == 0:
-                await asyncio.gather(*(e.reset() for e in envs))
+                await asyncio.gather(*(aretry(e.reset) for e in envs))
             t = time.perf_counter()
-            res = await asyncio.gather(*(e.step(WAIT) for e in envs))
+            res = await asyncio.gather(*(e.step(TYPE) for e in envs))
             walls.append((time.perf_counter() - t) * 1e6)
+            rtts.append(max(list(c.stats.rtts)[-n:]) * 1e6)  # the call's n requests, in flight together
             servers.append(max(server_us(r[4], 0) for r in res))
         await asyncio.gather(*(e.aclose() for e in envs))
-    return walls, servers
+    return walls, servers, rtts
 
 
 def main():
@@ -77,19 +103,20 @@ def main():
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--formats", nargs="+", default=["png", "raw"])
     a = ap.parse_args()
-    print(f"{'api':6} {'envs':>4} {'fmt':4} {'decode':6} {'wall ms':>8} {'server ms':>9} {'client+wire ms':>14} "
-          f"{'per env-step ms':>15}")
+    print(f"{'api':6} {'envs':>4} {'fmt':4} {'decode':6} {'wall ms':>8} {'rtt ms':>7} {'server ms':>9} "
+          f"{'client ms':>9} {'client/env-step ms':>18}")
     for n in a.envs:
         for fmt in a.formats:
             for mode, label in (("array", "eager"), ("lazy", "lazy")):
                 for api in ("sync", "async"):
                     if api == "sync":
-                        w, s = bench_sync(a.task, n, fmt, mode, a.steps)
+                        w, s, r = bench_sync(a.task, n, fmt, mode, a.steps)
                     else:
-                        w, s = asyncio.run(_bench_async(a.task, n, fmt, mode, a.steps))
-                    wm, sm = statistics.median(w) / 1e3, statistics.median(s) / 1e3
-                    print(f"{api:6} {n:>4} {fmt:4} {label:6} {wm:8.2f} {sm:9.2f} {wm - sm:14.2f} "
-                          f"{(wm - sm) / n:15.2f}", flush=True)
+                        w, s, r = asyncio.run(_bench_async(a.task, n, fmt, mode, a.steps))
+                    over = statistics.median(x - y for x, y in zip(w, r)) / 1e3
+                    wm, rm, sm = (statistics.median(v) / 1e3 for v in (w, r, s))
+                    print(f"{api:6} {n:>4} {fmt:4} {label:6} {wm:8.2f} {rm:7.2f} {sm:9.2f} {over:9.2f} "
+                          f"{over / n:18.2f}", flush=True)
 
 
 if __name__ == "__main__":
