@@ -169,10 +169,12 @@ class AsyncClient:
         return int(((await self.spec()).get("limits") or {}).get("max_batch") or 64)
 
     async def _split(self, path, items, observe, timeout, build, ids_of) -> List[Slot]:
+        if not items:
+            return []  # nothing to ask (the server answers an empty batch with bad_request)
         o = wire.observe_map(observe)
         fmt, q = await self.frame_format(o)
         mb = await self.max_batch()
-        parts = [items[i:i + mb] for i in range(0, len(items), mb)] or [[]]
+        parts = [items[i:i + mb] for i in range(0, len(items), mb)]
 
         async def one(part):
             prefer = [self._last.get(e or "", "") for e in ids_of(part)]

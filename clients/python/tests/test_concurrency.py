@@ -29,15 +29,19 @@ STEPS = int(os.environ.get("SHINKEN_TEST_STEPS", "160"))
 def leased(server, task_id):
     """N_ENVS env ids leased on a fresh client; closed after the test."""
     c = shinken.Client(server.url, server.token)
-    slots = c.reset([wire.reset_env(task_id) for _ in range(N_ENVS)])
-    for _ in range(2):  # a sandbox that failed to boot on a loaded host: lease another
-        bad = [k for k, s in enumerate(slots) if isinstance(s.error, shinken.SandboxDied)]
-        for k, s in zip(bad, c.reset([wire.reset_env(task_id) for _ in bad])):
-            slots[k] = s
-    assert all(s.error is None for s in slots), [s.error for s in slots]
-    yield c, [s.env_id for s in slots]
-    c.close_envs([s.env_id for s in slots])
-    c.close()
+    slots = []
+    try:
+        slots = c.reset([wire.reset_env(task_id) for _ in range(N_ENVS)])
+        for _ in range(2):  # a sandbox that failed to boot on a loaded host: lease another
+            bad = [k for k, s in enumerate(slots) if isinstance(s.error, shinken.SandboxDied)]
+            if bad:
+                for k, s in zip(bad, c.reset([wire.reset_env(task_id) for _ in bad])):
+                    slots[k] = s
+        assert all(s.error is None for s in slots), [s.error for s in slots]
+        yield c, [s.env_id for s in slots]
+    finally:
+        c.close_envs([s.env_id for s in slots if s.error is None])
+        c.close()
 
 
 def _check(slot):
