@@ -222,3 +222,28 @@ def test_vector_send_recv_returns_ready_envs_first(server, task_id):
         while len(vec._inflight):
             vec.recv(min_ready=len(vec._inflight), timeout=30)
         assert infos["step"][infos["env_index"].tolist().index(0)] == 1
+
+
+def test_async_envs_one_per_episode_on_one_client(server, task_id):
+    """A verl-style agent loop: one AsyncEnv per episode, all on one client,
+    each episode's turns in its own task."""
+
+    async def episode(c, k):
+        env = shinken.AsyncEnv(c, task=task_id, observe={"max_long_edge": 320})
+        try:
+            obs, info = await env.reset(seed=k)
+            assert obs.shape == (200, 320, 3) and info["instruction"] == env.instruction
+            for t in range(3):
+                obs, r, term, trunc, info = await env.step({"text": "pyautogui.moveTo(10, 10)",
+                                                            "dialect": "pyautogui"})
+                assert info.get("error") is None and info["step"] == t + 1
+            return env.env_id
+        finally:
+            await env.aclose()
+
+    async def main():
+        async with shinken.AsyncClient(server.url, server.token) as c:
+            ids = await asyncio.gather(*(episode(c, k) for k in range(N_ENVS)))
+            assert len(set(ids)) == N_ENVS
+            assert c.transport.open_connections <= N_ENVS
+    asyncio.run(main())

@@ -150,3 +150,17 @@ def test_url_and_token_from_the_environment(server, task_id, monkeypatch):
     monkeypatch.delenv("SHINKEN_URL")
     with pytest.raises(ValueError, match="SHINKEN_URL"):
         shinken.Client()
+
+
+def test_vector_client_timeout_resolves_every_env_of_the_request(server, task_id):
+    with shinken.VectorEnv(server.url, task_id, 2, token=server.token, on_error="info",
+                           observe={"max_long_edge": 320}) as vec:
+        vec.reset()
+        vec.client.transport.aio.timeout = 0.5
+        obs, rew, term, trunc, infos = vec.step([{"verb": "wait", "ms": 2000}, WAIT])
+        vec.client.transport.aio.timeout = 300
+        errs = infos["error"]
+        assert trunc.all() and all(isinstance(e, shinken.StepTimeout) for e in errs)
+        assert [e.ran for e in errs] == [True, True] and [e.step_index for e in errs] == [0, 0]
+        _, _, _, _, infos = vec.step([WAIT, WAIT])  # both autoreset: a definite new start
+        assert infos["_autoreset"].all() and infos["step"].tolist() == [0, 0]
