@@ -400,6 +400,10 @@ func (s *Server) spec() *api.Spec {
 		},
 		Limits: s.lim,
 	}
+	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
+		sc := s.cfg.Screen
+		sp.Observation.Screen = &sc
+	}
 	for _, v := range aci.AgentVerbs {
 		sp.Verbs = append(sp.Verbs, string(v))
 	}

@@ -52,6 +52,7 @@ type Config struct {
 	// request (default 10 min).
 	MaxConns, MaxConnsPerIP                    int
 	ReadTimeout, WriteTimeout, ConnIdleTimeout time.Duration
+	Screen                                     api.Size // the sandboxes' screen, as /v1/spec reports it (zero: unreported)
 	Logf                                       func(format string, args ...any)
 }
 

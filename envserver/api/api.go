@@ -148,10 +148,19 @@ type TaskInfo struct {
 	MaxSteps    int    `msgpack:"max_steps" json:"max_steps"`
 }
 
-// ObservationSpec lists the formats the server produces.
+// Size is a width and height in pixels.
+type Size struct {
+	W int `msgpack:"w" json:"w"`
+	H int `msgpack:"h" json:"h"`
+}
+
+// ObservationSpec lists the formats the server produces and the sandboxes'
+// screen size, from which a client sizes its observation space before any
+// reset (a full-screen frame is Screen scaled to the observe max_long_edge).
 type ObservationSpec struct {
 	Formats []string `msgpack:"formats" json:"formats"`
 	Default Observe  `msgpack:"default" json:"default"`
+	Screen  *Size    `msgpack:"screen,omitempty" json:"screen,omitempty"`
 }
 
 // PoolSpec describes the sandbox pool honestly.

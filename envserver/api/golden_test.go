@@ -158,6 +158,7 @@ func goldenValues() map[string]any {
 			Observation: ObservationSpec{
 				Formats: []string{aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw},
 				Default: Observe{Format: aci.FormatPNG},
+				Screen:  &Size{W: 1280, H: 800},
 			},
 			Tasks:  []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
 			Pool:   PoolSpec{Provider: "process", Size: 2, Warm: 2, SnapshotKind: "disk", Fork: true, Confined: true, Notes: "in-memory app state is not carried across fork"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver"
+	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/process"
 	"github.com/shinken-rl/shinken/trajectory"
@@ -104,6 +105,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, MaxSteps: cfg.MaxSteps, PoolSize: cfg.Pool, Logf: logf,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
+		Screen: api.Size{W: w, H: h},
 	})
 	if err != nil {
 		return nil, err

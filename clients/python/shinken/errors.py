@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "TransportError", "ProtocolError",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "TransportError", "StepTimeout", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -50,6 +50,18 @@ class ShinkenError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, code={self.code!r}, env_id={self.env_id!r})"
+
+    def __reduce__(self) -> Any:
+        # Every attribute travels (Ray, multiprocessing): the default reduce
+        # re-calls __init__ with args only, which loses them or fails.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: Type["ShinkenError"], args: Any, state: Dict[str, Any]) -> "ShinkenError":
+    e = cls.__new__(cls)
+    Exception.__init__(e, *args)
+    e.__dict__.update(state)
+    return e
 
 
 class BadRequest(ShinkenError):
@@ -152,11 +164,35 @@ class TransportError(ShinkenError):
 
     ``sent`` tells whether the request may have reached the server: when it is
     True the client never retries, since a step may already have run.
+    ``timed_out`` says the client's own deadline passed.
     """
 
-    def __init__(self, message: str, *, sent: bool, **kw: Any):
+    def __init__(self, message: str, *, sent: bool, timed_out: bool = False, **kw: Any):
         super().__init__(message, **kw)
         self.sent = sent
+        self.timed_out = timed_out
+
+
+class StepTimeout(TransportError):
+    """A step got no reply within the client's deadline.
+
+    The step may still have run on the server. The client finds out what
+    happened from the episode's trajectory before raising: ``ran`` is True
+    (``record`` is the recorded trajectory Step: its reward, actions, error),
+    False (the server recorded no such step: nothing ran) or None (the server
+    could not be asked). The env is left needing a reset either way: its
+    screen after the step was never observed.
+    """
+
+    def __init__(self, message: str, *, ran: Optional[bool] = None, record: Any = None,
+                 episode_id: Optional[str] = None, step_index: Optional[int] = None, **kw: Any):
+        kw.setdefault("sent", True)
+        kw.setdefault("timed_out", True)
+        super().__init__(message, **kw)
+        self.ran = ran
+        self.record = record
+        self.episode_id = episode_id
+        self.step_index = step_index
 
 
 class ProtocolError(ShinkenError):
@@ -171,7 +207,7 @@ class BatchError(ShinkenError):
     reward 0, truncated True), so the envs that succeeded are not lost.
     """
 
-    def __init__(self, errors: Dict[int, ShinkenError], result: Any):
+    def __init__(self, errors: Dict[int, ShinkenError], result: Any = None):
         first = next(iter(errors.values()))
         super().__init__(f"{len(errors)} env(s) failed; first: {first}", code=first.code)
         self.errors = errors

@@ -28,8 +28,7 @@ _ACTION_FIELDS = (
 )
 _ACTION_KEYS = frozenset(k for k, _ in _ACTION_FIELDS)
 _OBSERVE_FIELDS = (("format", "str"), ("max_long_edge", "int"), ("quality", "int"),
-                   ("scope", "str"), ("settle", "settle"))
-_SETTLE_KEYS = ("first_ms", "quiet_ms", "max_ms")  # aci.Settle, Go order
+                   ("scope", "str"), ("settle_ms", "int"))
 _OBSERVE_KEYS = frozenset(k for k, _ in _OBSERVE_FIELDS)
 _TOKENS_KEYS = frozenset(("prompt_ids", "response_ids", "response_logprobs", "finish_reason"))
 
@@ -134,58 +133,46 @@ def action(a: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def observe_map(o: Any) -> Optional[Dict[str, Any]]:
-    """Normalizes an observe request: a dict of aci.Observe fields, or a format string."""
+    """Normalizes an observe request: a dict of aci.Observe fields, or a format string.
+
+    The fields this module knows are checked and written in Go order; any
+    other field passes through as given (the server decodes strictly and
+    answers bad_request for one it does not know), so a newer server's
+    observe options need no client change.
+    """
     if o is None:
         return None
     if isinstance(o, str):
         o = {"format": o}
     if not isinstance(o, Mapping):
         raise BadRequest("observe: want a dict or a format string")
-    extra = set(o) - _OBSERVE_KEYS
-    if extra:
-        raise BadRequest(f"observe: unknown field(s) {sorted(extra)}")
     out: Dict[str, Any] = {}
     for key, kind in _OBSERVE_FIELDS:
         v = o.get(key)
         if v is None:
             continue
-        if kind == "settle":
-            out[key] = settle_map(v)
-            continue
         v = _str(key, v) if kind == "str" else _int(key, v)
         if v:
             out[key] = v
+    for key, v in o.items():
+        if key not in _OBSERVE_KEYS and v is not None:
+            out[_str("observe field", key)] = v
     return out
 
 
-def settle_map(v: Any) -> Dict[str, Any]:
-    """Normalizes observe.settle: {first_ms?, quiet_ms, max_ms} (max_ms 0: no settling)."""
-    if not isinstance(v, Mapping):
-        raise BadRequest("observe.settle: want a dict {first_ms?, quiet_ms, max_ms}")
-    extra = set(v) - set(_SETTLE_KEYS)
-    if extra:
-        raise BadRequest(f"observe.settle: unknown field(s) {sorted(extra)}")
-    out: Dict[str, Any] = {}
-    first = _int("settle.first_ms", v.get("first_ms", 0))
-    if first:
-        out["first_ms"] = first
-    out["quiet_ms"] = _int("settle.quiet_ms", v.get("quiet_ms", 0))
-    out["max_ms"] = _int("settle.max_ms", v.get("max_ms", 0))
-    return out
-
-
-def coords_value(v: Any) -> Any:
-    """Normalizes a coordinate space: "screen", "frame", "norm", "norm1000",
-    or {w, h} for pixels of a w×h image covering the delivered frame."""
-    if isinstance(v, str):
-        return v
-    if isinstance(v, Mapping):
-        if set(v) != {"w", "h"}:
-            raise BadRequest("coords: want exactly {w, h}")
-        return {"h": _int("coords.h", v["h"]), "w": _int("coords.w", v["w"])}  # sorted, as Go writes maps
-    if isinstance(v, (tuple, list)) and len(v) == 2:
-        return {"h": _int("coords.h", v[1]), "w": _int("coords.w", v[0])}
-    raise BadRequest("coords: want a space name or {w, h}")
+def coords(c: Any) -> Any:
+    """Normalizes a coordinate space: screen|frame|norm|norm1000, or {w, h}
+    (pixels of a w x h image covering the delivered frame)."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, Mapping):
+        extra = set(c) - {"w", "h"}
+        if extra:
+            raise BadRequest(f"coords: unknown field(s) {sorted(extra)}")
+        return {"w": _int("coords.w", c.get("w")), "h": _int("coords.h", c.get("h"))}
+    if isinstance(c, (tuple, list)) and len(c) == 2:
+        return {"w": _int("coords.w", c[0]), "h": _int("coords.h", c[1])}
+    raise BadRequest("coords: want screen|frame|norm|norm1000 or {w, h}")
 
 
 def _ids(name: str, v: Any) -> List[int]:
@@ -224,20 +211,17 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
 
 
 def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
-              coords: Any = None, max_steps: Optional[int] = None) -> Dict[str, Any]:
-    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id.
-    coords sets the env's default coordinate space for its steps; max_steps
-    lowers the episode's step budget."""
+              coords_: Any = None) -> Dict[str, Any]:
+    """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
+    ``coords_`` is the env's default coordinate space for its steps."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
     e["task"] = _str("task", task)
     if seed is not None:
         e["seed"] = _int("seed", seed)
-    if coords is not None:
-        e["coords"] = coords_value(coords)
-    if max_steps:
-        e["max_steps"] = _int("max_steps", max_steps)
+    if coords_ is not None:
+        e["coords"] = coords(coords_)
     return e
 
 
@@ -248,10 +232,10 @@ def reset_request(envs: Sequence[Dict[str, Any]], observe: Any = None,
 
 
 def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
-             dialect: Optional[str] = None, toks: Any = None, coords: Any = None) -> Dict[str, Any]:
+             dialect: Optional[str] = None, toks: Any = None, coords_: Any = None) -> Dict[str, Any]:
     """One api.StepEnv. act is a typed action dict or a list of them; text is
-    raw model output that the server parses with dialect. coords names the
-    space of their coordinates ("frame": pixels of the last delivered frame)."""
+    raw model output that the server parses with dialect; coords_ the
+    coordinate space of every point in them."""
     s: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
     if text is not None:
         if act is not None:
@@ -270,9 +254,64 @@ def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
     t = tokens(toks)
     if t is not None:
         s["tokens"] = t
-    if coords is not None:
-        s["coords"] = coords_value(coords)
+    if coords_ is not None:
+        s["coords"] = coords(coords_)
     return s
+
+
+TURN_KEYS = frozenset(("action", "actions", "text", "dialect", "tokens", "coords"))
+
+
+# Dialects whose numbers are pixels of the image the model saw.
+PIXEL_DIALECTS = frozenset(("pyautogui", "xml", "json"))
+
+
+def reshapes(observe: Any) -> bool:
+    """Whether an observe request delivers something other than the whole
+    screen at full size (a downscale or a crop)."""
+    o = observe if isinstance(observe, Mapping) else {}
+    return bool(o.get("max_long_edge")) or (o.get("scope") or "screen") != "screen"
+
+
+def turn(env_id: str, act: Any, dialect: Optional[str] = None, toks: Any = None,
+         coords_: Any = None, reshaped: bool = False) -> Dict[str, Any]:
+    """One api.StepEnv from an env's action, in any of the forms a policy emits:
+
+    * a typed action dict ({"verb": ...}) or a list of them;
+    * a str: model text, parsed on the server with ``dialect``;
+    * a turn dict carrying everything of one turn, so it passes through any
+      Gymnasium wrapper as the action itself: {"action" | "actions" | "text",
+      "dialect"?, "tokens"?, "coords"?}. Its fields override the defaults.
+
+    ``reshaped`` says the env's frames are downscaled or cropped: a turn that
+    names no coordinate space is then read in frame pixels ("frame") when it
+    is a typed action or pixel-dialect text, so the server maps it back to
+    the screen; other dialects keep their family's own space.
+    """
+    st = _turn(env_id, act, dialect, toks, coords_)
+    if reshaped and "coords" not in st and ("text" not in st or st.get("dialect") in PIXEL_DIALECTS):
+        st["coords"] = "frame"
+    return st
+
+
+def _turn(env_id: str, act: Any, dialect: Optional[str], toks: Any, coords_: Any) -> Dict[str, Any]:
+    if isinstance(act, Mapping) and "verb" not in act:
+        extra = set(act) - TURN_KEYS
+        if extra:
+            raise BadRequest(f"action: unknown field(s) {sorted(extra)} (a typed action needs a verb; "
+                             f"a turn dict has {sorted(TURN_KEYS)})")
+        given = [k for k in ("action", "actions", "text") if act.get(k) is not None]
+        if len(given) != 1:
+            raise BadRequest("turn: want exactly one of action, actions, text")
+        d = act.get("dialect") or dialect
+        t = act.get("tokens") if act.get("tokens") is not None else toks
+        c = act.get("coords") if act.get("coords") is not None else coords_
+        if given[0] == "text":
+            return step_env(env_id, text=act["text"], dialect=d, toks=t, coords_=c)
+        return step_env(env_id, act[given[0]], toks=t, coords_=c)
+    if isinstance(act, str):
+        return step_env(env_id, text=act, dialect=dialect, toks=toks, coords_=coords_)
+    return step_env(env_id, act, toks=toks, coords_=coords_)
 
 
 def step_request(steps: Sequence[Dict[str, Any]], observe: Any = None,

@@ -51,55 +51,86 @@ def _build(bindir):
                        timeout=600)
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    if os.environ.get("SHINKEN_URL"):
-        yield Server(os.environ["SHINKEN_URL"].rstrip("/"), os.environ.get("SHINKEN_TOKEN"))
-        return
+class Proc:
+    """An envserver process this test session started (stop() ends it)."""
+
+    def __init__(self, proc, srv, state):
+        self.proc, self.srv, self.state = proc, srv, state
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the session this fixture started
+                self.proc.wait(10)
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def binaries(tmp):
+    """The directory holding envserver and guestd ($SHINKEN_BIN, or built)."""
+    if os.environ.get("SHINKEN_BIN"):
+        return pathlib.Path(os.environ["SHINKEN_BIN"])
+    bindir = tmp / "bin"
+    if not (bindir / "envserver").exists():
+        bindir.mkdir(exist_ok=True)
+        _build(bindir)
+    return bindir
+
+
+def start_server(tmp, *, listen="127.0.0.1:0", pool=None, token=None):
+    """Starts an envserver (process provider) and waits for its addr file."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb is not on PATH (Debian package xvfb): the sandboxes need it")
-    tmp = tmp_path_factory.mktemp("envserver")
-    bindir = pathlib.Path(os.environ["SHINKEN_BIN"]) if os.environ.get("SHINKEN_BIN") else tmp / "bin"
-    if not os.environ.get("SHINKEN_BIN"):
-        bindir.mkdir()
-        _build(bindir)
-    token = secrets.token_hex(16)
-    addr = tmp / "addr"
-    log = tmp / "envserver.log"
+    bindir = binaries(tmp)
+    token = token or secrets.token_hex(16)
+    addr = tmp / f"addr-{secrets.token_hex(4)}"
+    log = tmp / f"envserver-{secrets.token_hex(4)}.log"
     # Sandbox sockets live under the state dir and a unix socket path is capped
     # at 108 bytes, so the state dir gets a short name of its own.
     state = pathlib.Path(tempfile.mkdtemp(prefix="shk"))
-    argv = [str(bindir / "envserver"), "--listen", "127.0.0.1:0",
-            "--pool", os.environ.get("SHINKEN_TEST_POOL", "4"), "--provider", "process",
+    argv = [str(bindir / "envserver"), "--listen", listen,
+            "--pool", str(pool or os.environ.get("SHINKEN_TEST_POOL", "4")), "--provider", "process",
             "--addr-file", str(addr), "--token", token, "--tasks", str(ROOT / "configs" / "tasks"),
             "--state", str(state)]
     with open(log, "wb") as logf:
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
+    srv = Server(None, token, log)
+    p = Proc(proc, srv, state)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not addr.exists() or not addr.read_text().strip():
+        if proc.poll() is not None:
+            p.cleanup()
+            pytest.fail(f"envserver exited with {proc.returncode} before serving:\n{srv.log_tail()}")
+        if time.monotonic() > deadline:
+            p.cleanup()
+            pytest.fail(f"envserver wrote no addr file within {START_TIMEOUT_S}s:\n{srv.log_tail()}")
+        time.sleep(0.1)
+    srv.url = addr.read_text().strip()
+    return p
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    if os.environ.get("SHINKEN_URL"):
+        yield Server(os.environ["SHINKEN_URL"].rstrip("/"), os.environ.get("SHINKEN_TOKEN"))
+        return
     # A SIGTERM to pytest (e.g. from `timeout`) unwinds through this fixture's
     # finally instead of leaving the server and its sandboxes behind.
     prev = signal.signal(signal.SIGTERM, _raise_interrupt)
-    srv = Server(None, token, log)
+    p = None
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not addr.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"envserver exited with {proc.returncode} before serving:\n{srv.log_tail()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"envserver wrote no addr file within {START_TIMEOUT_S}s:\n{srv.log_tail()}")
-            time.sleep(0.1)
-        srv.url = addr.read_text().strip()
-        yield srv
+        p = start_server(tmp_path_factory.mktemp("envserver"))
+        yield p.srv
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the session this fixture started
-                proc.wait(10)
+        if p is not None:
+            p.cleanup()
         signal.signal(signal.SIGTERM, prev)
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def _raise_interrupt(signum, frame):

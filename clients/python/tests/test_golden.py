@@ -13,7 +13,7 @@ import pytest
 import shinken
 from shinken import wire
 from shinken.client import parse_batch
-from shinken.env import _info
+from shinken.aenv import slot_info as _info
 from shinken.frames import FrameCache
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[3] / "envserver" / "api" / "testdata" / "golden"
@@ -73,15 +73,14 @@ def test_json_twin_agrees(name):
 
 def test_reset_request_built_identically():
     req = wire.reset_request(
-        [wire.reset_env("xterm-hello-file", seed=7),
-         wire.reset_env("xterm-hello-file", env_id="env-1", coords="frame", max_steps=5)],
+        [wire.reset_env("xterm-hello-file", seed=7), wire.reset_env("xterm-hello-file", env_id="env-1")],
         observe={"format": "png", "max_long_edge": 1024}, have=[HASH_A])
     assert wire.pack(req) == load("reset_request")
 
 
 def test_step_request_built_identically():
     steps = [
-        wire.step_env("env-1", {"verb": "click", "target": (200, 150.5), "button": "left"}, coords="frame"),
+        wire.step_env("env-1", {"verb": "click", "target": (200, 150.5), "button": "left"}),
         wire.step_env("env-2", [
             {"verb": "type_text", "text": "echo 'hello shinken' > ~/hello.txt"},
             {"verb": "key", "keys": "Return"},
@@ -95,10 +94,9 @@ def test_step_request_built_identically():
         ]),
         wire.step_env("env-3", text="pyautogui.click(10, 20)", dialect="pyautogui", toks={
             "prompt_ids": np.array([1, 2, 3, 70000]), "response_ids": [4, 5],
-            "response_logprobs": [-0.5, -1.25], "finish_reason": "stop"}, coords={"w": 1000, "h": 625}),
+            "response_logprobs": [-0.5, -1.25], "finish_reason": "stop"}),
     ]
-    req = wire.step_request(steps, observe={"format": "raw", "scope": "active_window",
-                                            "settle": {"first_ms": 100, "quiet_ms": 50, "max_ms": 1500}},
+    req = wire.step_request(steps, observe={"format": "raw", "scope": "active_window", "settle_ms": 50},
                             have=[HASH_A, HASH_B])
     assert wire.pack(req) == load("step_request")
 
@@ -127,25 +125,27 @@ def test_reset_reply_decodes():
     assert [s.episode_id for s in slots] == ["ep-1", "ep-2"]
     assert all(not s.cached and s.error is None for s in slots)
     assert slots[0].info["timings"] == {"capture_us": 900, "lease_us": 1500}
-    arr = cache.array(HASH_A, 4, 2)
+    assert slots[0].frame is slots[1].frame or slots[0].frame.hash != slots[1].frame.hash
+    arr = cache.get(HASH_A, "raw").array()
     assert arr.shape == (2, 4, 3) and arr.dtype == np.uint8
     assert arr[0, 0].tolist() == [255, 0, 0] and arr[0, 1].tolist() == [0, 255, 0]
     assert arr[0, 2].tolist() == [0, 0, 255] and arr[1, 3].tolist() == [192, 192, 192]
     assert not arr.flags.writeable
-    assert cache.have("raw") == [HASH_A]
-    assert cache.have("png") == []
+    assert [f.hash for f in cache.have("raw", 0)] == [HASH_A]
+    assert cache.have("png", 0) == []
 
 
 def test_step_reply_decodes_with_cache_and_errors():
     cache = FrameCache()
     parse_batch(wire.unpack(load("reset_reply")), cache)
-    slots = parse_batch(wire.unpack(load("step_reply")), cache)
+    listed = cache.have("raw", 0)  # what the step request listed in have
+    slots = parse_batch(wire.unpack(load("step_reply")), cache, listed=listed, fmt="raw")
     one, two, three = slots
     assert (one.reward, one.terminated, one.truncated) == (1.0, True, False)
     assert isinstance(one.reward, float)
     assert one.info["exit_reason"] == "task_complete" and not one.cached
-    # env-2 shows HASH_A, which the reply left out: it comes from the cache.
-    assert two.cached and two.frame == cache.get(HASH_A) and two.truncated
+    # env-2 shows HASH_A, which the reply left out: it is the frame the request listed.
+    assert two.cached and two.frame is listed[0] and two.truncated
     info = _info(two)
     assert isinstance(info["error"], shinken.InvalidAction)
     assert info["frame"] == HASH_A and info["frame_cached"] and info["pointer"] == (640, 400)
@@ -154,19 +154,56 @@ def test_step_reply_decodes_with_cache_and_errors():
     assert three.obs is None
 
 
-def test_step_reply_without_cache_is_protocol_error():
-    with pytest.raises(shinken.ProtocolError):
-        parse_batch(wire.unpack(load("step_reply")), FrameCache())
+def test_frame_neither_sent_nor_listed_fails_only_its_env():
+    """A server bug (a frame it neither sent nor was told the client holds)
+    fails that env's slot; the step's other results are kept, not lost."""
+    one, two, three = parse_batch(wire.unpack(load("step_reply")), FrameCache())
+    assert one.error is None and one.reward == 1.0
+    assert isinstance(two.error, shinken.ProtocolError) and two.truncated
+
+
+def test_frame_cache_keys_format_and_quality():
+    """One pixel hash is different bytes per format/quality: have lists only
+    frames held in the requested one, and a reply's frame keeps its format."""
+    from shinken.frames import Frame
+    c = FrameCache()
+    c.put(Frame(HASH_A, "png", 0, 4, 2, b"png-bytes"))
+    c.put(Frame(HASH_A, "jpeg", 80, 4, 2, b"jpeg-80"))
+    assert [f.data for f in c.have("png", 0)] == [b"png-bytes"]
+    assert [f.data for f in c.have("jpeg", 80)] == [b"jpeg-80"]
+    assert c.have("jpeg", 50) == [] and c.have("raw", 0) == []
+    assert c.get(HASH_A, "png").data == b"png-bytes" and len(c) == 2
+
+
+def test_frame_cache_budget_counts_each_frame_once():
+    from shinken.frames import Frame
+    raw = bytes(4 * 2 * 3)
+    c = FrameCache(max_bytes=1 << 20)
+    f = c.put(Frame(HASH_A, "raw", 0, 4, 2, raw))
+    f.array()  # a raw array is a view of the bytes: no extra cost
+    assert c.nbytes == len(raw)
+    c.put(Frame(HASH_A, "raw", 0, 4, 2, raw))  # the same frame again: still counted once
+    assert c.nbytes == len(raw) and len(c) == 1
+
+
+def test_cache_smaller_than_one_reply_loses_nothing():
+    """A reply whose frames exceed the whole budget still resolves every obs
+    from the reply itself (nothing is read back after eviction)."""
+    reply = wire.unpack(load("reset_reply"))
+    c = FrameCache(max_bytes=1)
+    slots = parse_batch(reply, c, fmt="raw")
+    assert all(s.error is None and s.frame is not None for s in slots)
+    assert slots[0].frame.array().shape == (2, 4, 3)
+    assert len(c) == 1  # only the newest is kept
 
 
 def test_fork_reply_decodes():
     cache = FrameCache()
     parse_batch(wire.unpack(load("reset_reply")), cache)
-    slots = parse_batch(wire.unpack(load("fork_reply")), cache)
-    # fork_of names the parent env, as the server sends it.
-    assert [s.info["fork_of"] for s in slots] == ["env-1", "env-1"]
+    slots = parse_batch(wire.unpack(load("fork_reply")), cache, listed=cache.have("raw", 0))
+    assert [s.info["fork_of"] for s in slots] == ["ep-1", "ep-1"]
     assert all(s.cached for s in slots)
-    assert [s.info["task"] for s in slots] == ["xterm-hello-file"] * 2
+    assert slots[0].info["extra"] == {"snapshot_kind": "disk"}
 
 
 def test_error_reply_maps():

@@ -98,29 +98,31 @@ def test_dedup_second_identical_frame_costs_no_frame_bytes(server, shared_env):
     assert stats.last_reply_bytes < 1024, f"got a {stats.last_reply_bytes}-byte reply; want < 1 KiB"
     # The same step from a client with an empty cache costs the frame bytes:
     # the saving comes from `have`, not from the server never sending frames.
-    fresh = shinken.Client(env.client.url, env.client.transport._headers["Authorization"].split()[1])
+    fresh = shinken.Client(env.client.url, env.client.token)
     [s] = fresh.step([wire.step_env(env.env_id, WAIT)])
     assert s.error is None and not s.cached and s.obs["frame"] == info2["frame"]
-    assert fresh.stats.last_reply_bytes > len(s.frame) > stats.last_reply_bytes
-    assert reset_bytes > len(s.frame)
+    assert fresh.stats.last_reply_bytes > len(s.frame.data) > stats.last_reply_bytes
+    assert reset_bytes > len(s.frame.data)
+    fresh.close()
 
 
 def test_vector_env_of_4(server, task_id):
     with shinken.VectorEnv(server.url, task_id, 4, token=server.token) as vec:
         obs, infos = vec.reset(seed=1)
         assert isinstance(obs, np.ndarray) and obs.ndim == 4 and obs.shape[0] == 4 and obs.shape[3] == 3
-        assert len(infos) == 4 and len(set(vec.env_ids)) == 4 and len(set(vec.episode_ids)) == 4
+        assert infos["_env_id"].all() and len(set(vec.env_ids)) == 4 and len(set(vec.episode_ids)) == 4
+        assert obs in vec.observation_space
         requests = vec.client.stats.requests
         obs, rew, term, trunc, infos = vec.step([WAIT] * 4)
         assert vec.client.stats.requests == requests + 1, "a batched step must be one request"
         assert obs.shape[0] == 4
         assert rew.dtype == np.float64 and rew.shape == (4,)
         assert term.dtype == bool and trunc.dtype == bool and not term.any() and not trunc.any()
-        assert [i["step"] for i in infos] == [1, 1, 1, 1]
+        assert infos["step"].tolist() == [1, 1, 1, 1]
         # Each distinct frame crossed the wire at most once, however many envs show it.
         misses = vec.client.cache.misses
         obs, *_, infos = vec.step([WAIT] * 4)
-        assert vec.client.cache.misses - misses <= len({i["frame"] for i in infos})
+        assert vec.client.cache.misses - misses <= len(set(infos["frame"]))
 
 
 def test_vector_env_autoreset_next_step(server, task_id):
@@ -128,28 +130,28 @@ def test_vector_env_autoreset_next_step(server, task_id):
         vec.reset()
         first_ep = list(vec.episode_ids)
         _, _, term, _, infos = vec.step([{"verb": "fail"}, WAIT])
-        assert term.tolist() == [True, False] and infos[0].get("exit_reason")
+        assert term.tolist() == [True, False] and infos["exit_reason"][0] and infos["_exit_reason"].tolist() == [True, False]
         _, rew, term, trunc, infos = vec.step([WAIT, WAIT])
-        assert infos[0].get("autoreset") and not infos[1].get("autoreset")
+        assert infos["_autoreset"].tolist() == [True, False]
         assert (rew[0], term[0], trunc[0]) == (0.0, False, False)
-        assert infos[0]["step"] == 0 and infos[1]["step"] == 2
+        assert infos["step"].tolist() == [0, 2]
         assert vec.episode_ids[0] != first_ep[0] and vec.episode_ids[1] == first_ep[1]
 
 
 def test_vector_env_partial_failure(server, task_id):
     """One env's failure fills its slot; the other env still steps."""
-    with shinken.VectorEnv(server.url, task_id, 2, token=server.token, autoreset=None, on_error="info") as vec:
+    with shinken.VectorEnv(server.url, task_id, 2, token=server.token, autoreset="disabled", on_error="info") as vec:
         vec.reset()
         vec.step([{"verb": "fail"}, WAIT])
         obs, rew, term, trunc, infos = vec.step([WAIT, WAIT])
-        assert isinstance(infos[0]["error"], shinken.EpisodeOver) and trunc[0] and obs[0] is None
-        assert infos[1]["step"] == 2 and isinstance(obs[1], np.ndarray)
+        assert isinstance(infos["error"][0], shinken.EpisodeOver) and trunc[0] and not infos["_error"][1]
+        assert infos["step"][1] == 2 and obs.shape[0] == 2
         vec.on_error = "raise"
         with pytest.raises(shinken.BatchError) as ei:
             vec.step([WAIT, WAIT])
         assert list(ei.value.errors) == [0] and isinstance(ei.value.errors[0], shinken.EpisodeOver)
         obs, rew, term, trunc, infos = ei.value.result
-        assert obs[0] is None and trunc[0] and infos[1]["step"] == 3  # env 1 still stepped
+        assert trunc[0] and infos["step"][1] == 3  # env 1 still stepped
 
 
 def test_fork(server, tasks, task_id):
@@ -166,15 +168,15 @@ def test_fork(server, tasks, task_id):
         kids, obs, kinfos = vec.fork(0, 2)
         with kids:
             assert kids.num_envs == 2 and len(set(kids.env_ids) | set(vec.env_ids)) == 3
-            assert all(i["fork_of"] == vec.env_ids[0] for i in kinfos)  # the parent env
-            assert len({i["frame"] for i in kinfos}) == 1, "replicas of one checkpoint differ"
+            assert all(f == vec.env_ids[0] for f in kinfos["fork_of"])  # the parent env
+            assert len(set(kinfos["frame"])) == 1, "replicas of one checkpoint differ"
             assert vec.client.cache.misses - before <= 1, "identical replica frames crossed the wire twice"
             assert obs.shape[0] == 2
             _, _, _, _, sinfos = kids.step([WAIT] * 2)
-            assert [i["step"] for i in sinfos] == [i["step"] + 1 for i in kinfos]
+            assert sinfos["step"].tolist() == (kinfos["step"] + 1).tolist()
         # The parent is untouched by its children.
         _, _, _, _, pinfos = vec.step([WAIT])
-        assert pinfos[0]["step"] == 2
+        assert pinfos["step"][0] == 2
 
 
 def _run_solution(server, task, steps):
@@ -267,8 +269,16 @@ def test_payload_and_batch_too_large(server):
     lim = c.spec()["limits"]
     with pytest.raises(shinken.PayloadTooLarge):
         c.transport.call("POST", "/v1/close", {"env_ids": ["x" * (lim["max_body_bytes"] + 1)]})
+    steps = [wire.step_env(f"env-{i}", WAIT) for i in range(lim["max_batch"] + 1)]
     with pytest.raises(shinken.BatchTooLarge):
-        c.step([wire.step_env(f"env-{i}", WAIT) for i in range(lim["max_batch"] + 1)])
+        c.transport.call("POST", "/v1/step", wire.step_request(steps))
+    # The client splits a batch past max_batch into requests the server takes.
+    before = c.stats.requests
+    slots = c.step(steps)
+    assert c.stats.requests - before == 2
+    assert [s.env_id for s in slots] == [f"env-{i}" for i in range(lim["max_batch"] + 1)]
+    assert all(isinstance(s.error, shinken.NotFound) for s in slots)
+    c.close()
 
 
 AGENT_ERRORS = [

@@ -163,8 +163,10 @@ def test_keep_alive_reuses_one_connection(peer_factory):
     t = Transport(p.url, timeout=5)
     for _ in range(3):
         t.call("POST", "/v1/close", {"env_ids": []})
-        conns.append(id(t._conn.sock))
-    assert len(set(conns)) == 1 and len(p.requests) == 3
+        conns.append(t.stats.connections_opened)
+    assert conns == [1, 1, 1] and len(p.requests) == 3 and t.open_connections == 1
+    t.close()
+    assert t.open_connections == 0
 
 
 @pytest.mark.parametrize("code,cls", sorted(shinken.CODES.items()))
@@ -195,3 +197,90 @@ def test_no_reply_within_timeout_is_a_transport_error(peer_factory):
     with pytest.raises(shinken.TransportError) as ei:
         Transport(p.url, timeout=0.5).call("POST", "/v1/step", {"steps": []})
     assert ei.value.sent is True
+
+
+def test_wrong_port_fails_fast_with_a_clear_message():
+    t = Transport(f"http://127.0.0.1:{_free_port()}", timeout=5)
+    start = time.monotonic()
+    with pytest.raises(shinken.TransportError) as ei:
+        t.call("GET", "/v1/spec", idempotent=True)
+    assert time.monotonic() - start < 2, "a refused connection must not be retried by default"
+    assert ei.value.sent is False and "cannot connect to envserver at" in str(ei.value)
+
+
+def test_oversized_header_block_is_a_protocol_error(peer_factory):
+    big = b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"a" * (70 << 10) + b"\r\nContent-Length: 0\r\n\r\n"
+    p = peer_factory(lambda n, r: big)
+    with pytest.raises(shinken.ProtocolError):
+        Transport(p.url, timeout=5).call("GET", "/v1/spec", idempotent=True)
+
+
+def test_reply_over_the_body_cap_is_refused_before_reading(peer_factory):
+    p = peer_factory(lambda n, r: b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n")
+    t = Transport(p.url, timeout=5)
+    with pytest.raises(shinken.ProtocolError):
+        t.call("GET", "/v1/spec", idempotent=True)
+
+
+def test_chunked_reply_is_read(peer_factory):
+    body = wire.pack({"closed": ["a"]})
+    chunked = (b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+    p = peer_factory(lambda n, r: chunked)
+    assert Transport(p.url, timeout=5).call("POST", "/v1/close", {"env_ids": []}) == {"closed": ["a"]}
+
+
+def test_requests_from_many_threads_run_concurrently(peer_factory):
+    """No client-wide lock: while one request waits on a slow reply, others
+    on the same transport complete."""
+    import concurrent.futures as cf
+    slow = threading.Event()
+
+    def behave(n, r):
+        if b"/slow" in r.split(b"\r\n", 1)[0]:
+            slow.wait(5)
+        return OK
+
+    # The one-thread peer serves one connection at a time, so use two peers'
+    # worth of behaviour through a threaded server instead.
+    import socketserver
+
+    class H(socketserver.BaseRequestHandler):
+        def handle(self):
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    chunk = self.request.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                n = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        n = int(line.split(b":")[1])
+                while len(rest) < n:
+                    rest += self.request.recv(65536)
+                buf = rest[n:]
+                self.request.sendall(behave(0, head))
+
+    class S(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    srv = S(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        t = Transport(f"http://127.0.0.1:{srv.server_address[1]}", timeout=10)
+        with cf.ThreadPoolExecutor(9) as ex:
+            slow_f = ex.submit(t.call, "POST", "/slow", {})
+            fast = [ex.submit(t.call, "POST", "/fast", {}) for _ in range(8)]
+            for f in fast:
+                assert f.result(5) == {"closed": []}
+            assert not slow_f.done(), "the slow request finished first: the test proved nothing"
+            slow.set()
+            assert slow_f.result(5) == {"closed": []}
+        t.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -1,0 +1,251 @@
+"""AsyncClient: the batch-first protocol-1 calls on asyncio, the core of the client.
+
+Many calls may be in flight at once from many tasks: each holds its own
+keep-alive connection from a bounded pool, and nothing is serialized behind a
+client-wide lock. A batch larger than the server's ``max_batch`` is split into
+requests sent concurrently. The sync Client, Env and VectorEnv run these same
+coroutines on a private event-loop thread.
+
+    async with shinken.AsyncClient("http://127.0.0.1:8700") as c:
+        env = shinken.AsyncEnv(c, task="xterm-hello-file")
+        obs, info = await env.reset()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import wire
+from ._http import AsyncTransport
+from .errors import ProtocolError, ShinkenError, error_from_wire
+from .frames import Frame, FrameCache
+
+DEFAULT_URL_ENV = "SHINKEN_URL"
+DEFAULT_TOKEN_ENV = "SHINKEN_TOKEN"
+
+
+def resolve_url_token(url: Optional[str], token: Optional[str]) -> Tuple[str, Optional[str]]:
+    """url/token, defaulting to $SHINKEN_URL and $SHINKEN_TOKEN."""
+    url = url or os.environ.get(DEFAULT_URL_ENV)
+    if not url:
+        raise ValueError(f"no envserver url: pass url= or set ${DEFAULT_URL_ENV}")
+    if token is None:
+        token = os.environ.get(DEFAULT_TOKEN_ENV) or None
+    return url, token
+
+
+@dataclass
+class Slot:
+    """One env's result in a reset/step/fork reply, its frame resolved.
+
+    ``frame`` is this result's Frame (from this reply, or the frame the
+    request listed in ``have``); ``cached`` says it did not cross the wire this
+    time. When ``error`` is set the env failed this call and the other fields
+    may be empty.
+    """
+
+    env_id: str
+    episode_id: str = ""
+    obs: Optional[Dict[str, Any]] = None
+    frame: Optional[Frame] = None
+    cached: bool = False
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: Dict[str, Any] = field(default_factory=dict)
+    error: Optional[ShinkenError] = None
+
+
+class AsyncClient:
+    """A connection pool to one envserver plus its frame cache.
+
+    ``url``/``token`` default to $SHINKEN_URL/$SHINKEN_TOKEN. ``timeout`` is
+    each request's deadline (a step runs actions, settles and may run a
+    verifier, so it is generous); a connection that cannot be opened fails at
+    once unless ``connect_retry_s`` allows retrying refusals. ``max_conns``
+    bounds the connections open at once (= requests in flight).
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
+                 timeout: float = 300.0, connect_timeout: float = 5.0, connect_retry_s: float = 0.0,
+                 cache_bytes: int = 256 << 20, max_conns: int = 256):
+        url, token = resolve_url_token(url, token)
+        self.transport = AsyncTransport(url, token, timeout=timeout, connect_timeout=connect_timeout,
+                                        connect_retry_s=connect_retry_s, max_conns=max_conns)
+        self.cache = FrameCache(cache_bytes)
+        self._spec: Optional[Dict[str, Any]] = None
+        self._last: Dict[str, str] = {}  # env id → hash of its last frame (preferred in have)
+
+    @property
+    def url(self) -> str:
+        return self.transport.url
+
+    @property
+    def token(self) -> Optional[str]:
+        return self.transport.token
+
+    @property
+    def timeout(self) -> float:
+        return self.transport.timeout
+
+    @property
+    def stats(self):
+        """Transport counters (requests, bytes sent/received, retries, connections)."""
+        return self.transport.stats
+
+    async def aclose(self) -> None:
+        """Closes every connection (envs stay leased; close them with close_envs)."""
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    # -- plain calls ---------------------------------------------------------------
+
+    async def healthz(self) -> bool:
+        body = await self.transport.call("GET", "/healthz", idempotent=True)
+        return (body.decode() if isinstance(body, bytes) else str(body)).strip() == "ok"
+
+    async def spec(self, refresh: bool = False) -> Dict[str, Any]:
+        """GET /v1/spec (kept after the first call)."""
+        if self._spec is None or refresh:
+            self._spec = await self.transport.call("GET", "/v1/spec", idempotent=True)
+        return self._spec
+
+    async def episode(self, episode_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GET /v1/episodes/{id}: the episode's trajectory as a wire map."""
+        return await self.transport.call("GET", f"/v1/episodes/{episode_id}", idempotent=True,
+                                         timeout=timeout)
+
+    async def close_envs(self, env_ids: Sequence[str], *, timeout: Optional[float] = None) -> List[str]:
+        """POST /v1/close; returns the ids actually closed (idempotent)."""
+        ids = [e for e in env_ids if e]
+        for e in ids:
+            self._last.pop(e, None)
+        if not ids:
+            return []
+        reply = await self.transport.call("POST", "/v1/close", wire.close_request(ids), idempotent=True,
+                                          timeout=timeout)
+        return list((reply or {}).get("closed") or [])
+
+    # -- batch calls -----------------------------------------------------------------
+
+    async def reset(self, envs: Sequence[Dict[str, Any]], observe: Any = None, *,
+                    timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/reset with wire.reset_env maps (split over max_batch)."""
+        return await self._split("/v1/reset", list(envs), observe, timeout,
+                                 lambda part, o, have: wire.reset_request(part, o, have),
+                                 lambda part: [e.get("env_id") for e in part])
+
+    async def step(self, steps: Sequence[Dict[str, Any]], observe: Any = None, *,
+                   timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/step with wire.step_env maps (split over max_batch). Never retried once sent."""
+        return await self._split("/v1/step", list(steps), observe, timeout,
+                                 lambda part, o, have: wire.step_request(part, o, have),
+                                 lambda part: [s["env_id"] for s in part])
+
+    async def fork(self, env_id: str, n: int, observe: Any = None, *,
+                   timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/fork: n new envs carrying env_id's state."""
+        o = wire.observe_map(observe)
+        fmt, q = await self.frame_format(o)
+        listed = self.cache.have(fmt, q, [self._last.get(env_id, "")], extra=1)
+        req = wire.fork_request(env_id, n, o, [f.hash for f in listed])
+        return await self._call("/v1/fork", req, listed, fmt, q, timeout)
+
+    async def frame_format(self, observe: Optional[Dict[str, Any]]) -> Tuple[str, int]:
+        """The (format, quality) a request with this observe map gets."""
+        o = observe or {}
+        d = ((await self.spec()).get("observation") or {}).get("default") or {}
+        return (o.get("format") or d.get("format") or "png", int(o.get("quality") or d.get("quality") or 0))
+
+    async def max_batch(self) -> int:
+        return int(((await self.spec()).get("limits") or {}).get("max_batch") or 64)
+
+    async def _split(self, path, items, observe, timeout, build, ids_of) -> List[Slot]:
+        if not items:
+            return []  # nothing to ask (the server answers an empty batch with bad_request)
+        o = wire.observe_map(observe)
+        fmt, q = await self.frame_format(o)
+        mb = await self.max_batch()
+        parts = [items[i:i + mb] for i in range(0, len(items), mb)]
+
+        async def one(part):
+            prefer = [self._last.get(e or "", "") for e in ids_of(part)]
+            listed = self.cache.have(fmt, q, prefer, extra=len(part))
+            return await self._call(path, build(part, o, [f.hash for f in listed]), listed, fmt, q, timeout)
+
+        if len(parts) == 1:
+            return await one(parts[0])
+        done = await asyncio.gather(*(one(p) for p in parts))
+        return [s for slots in done for s in slots]
+
+    async def _call(self, path: str, req: Dict[str, Any], listed: List[Frame], fmt: str, q: int,
+                    timeout: Optional[float]) -> List[Slot]:
+        reply = await self.transport.call("POST", path, req, timeout=timeout)
+        slots = parse_batch(reply, self.cache, path, listed, fmt, q)
+        for s in slots:
+            if s.frame is not None and s.env_id:
+                self._last[s.env_id] = s.frame.hash
+        return slots
+
+
+def parse_batch(reply: Any, cache: FrameCache, what: str = "reply", listed: Sequence[Frame] = (),
+                fmt: str = "png", quality: int = 0) -> List[Slot]:
+    """Turns a decoded api.BatchReply into slots.
+
+    Each obs's frame comes from this reply's frames or from ``listed`` (the
+    frames its request named in ``have``, held by the request), never from a
+    cache lookup that an eviction could have emptied. New frames are then
+    cached. A frame neither sent nor listed (a server bug) fails only that
+    env's slot, with its reward and flags kept.
+    """
+    if not isinstance(reply, dict) or not isinstance(reply.get("results"), list):
+        raise ProtocolError(f"{what}: reply has no results list")
+    sent: Dict[str, bytes] = reply.get("frames") or {}
+    held = {f.hash: f for f in listed}
+    made: Dict[str, Frame] = {}
+    slots: List[Slot] = []
+    hits = 0
+    for r in reply["results"]:
+        if not isinstance(r, dict):
+            raise ProtocolError(f"{what}: result is not a map")
+        s = Slot(env_id=r.get("env_id", ""), episode_id=r.get("episode_id") or "",
+                 reward=float(r.get("reward") or 0.0), terminated=bool(r.get("terminated")),
+                 truncated=bool(r.get("truncated")), info=dict(r.get("info") or {}))
+        if r.get("error"):
+            s.error = error_from_wire(r["error"], env_id=s.env_id)
+        obs = r.get("obs")
+        if obs:
+            s.obs = obs
+            h = obs.get("frame", "")
+            f = made.get(h)
+            if f is None and h in sent:
+                f = Frame(h, obs.get("format") or fmt, quality, int(obs.get("w") or 0),
+                          int(obs.get("h") or 0), sent[h])
+                made[h] = f
+            elif f is None and h in held:
+                f = held[h]
+                s.cached = True
+                hits += 1
+                cache.touch(f)
+            if f is None and s.error is None:
+                s.error = ProtocolError(f"{what}: frame {h} neither sent nor listed in have",
+                                        env_id=s.env_id)
+            s.frame = f
+        slots.append(s)
+    for h, f in made.items():
+        kept = cache.put(f)
+        if kept is not f:  # an equal frame was already held: share its decode
+            for s in slots:
+                if s.frame is f:
+                    s.frame = kept
+    cache.hits += hits
+    cache.misses += len(made)
+    return slots

@@ -1,0 +1,166 @@
+"""Recovery and resources against real servers: a server restart, a dead
+env, a client timeout, pickling every exception, sockets closed by close(),
+leases released by the finalizer, and configuration from the environment."""
+
+import gc
+import pickle
+import socket
+import warnings
+
+import pytest
+
+import shinken
+from shinken import wire
+
+from conftest import start_server
+
+WAIT = {"verb": "wait", "ms": 20}
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+ALL_ERRORS = [cls("m", code=code, detail={"k": 1}, status=cls.http_status, env_id="env-1")
+              for code, cls in sorted(shinken.CODES.items())] + [
+    shinken.TransportError("t", sent=True, timed_out=True),
+    shinken.StepTimeout("s", ran=True, record={"index": 3}, episode_id="ep-1", step_index=3),
+    shinken.ProtocolError("p"),
+    shinken.ShinkenError("x", code="from_the_future"),
+]
+
+
+@pytest.mark.parametrize("err", ALL_ERRORS + [shinken.BatchError({0: ALL_ERRORS[0]}, ("obs",))],
+                         ids=lambda e: type(e).__name__)
+def test_every_exception_pickles(err):
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == str(err)
+    assert back.__dict__.keys() == err.__dict__.keys()
+    for k, v in err.__dict__.items():
+        if not isinstance(v, dict) or k != "errors":
+            assert getattr(back, k) == v, k
+    if isinstance(err, shinken.BatchError):
+        assert isinstance(back.errors[0], type(ALL_ERRORS[0])) and back.result == ("obs",)
+
+
+def test_restarted_server_gets_a_fresh_env(tmp_path, task_id):
+    port = _free_port()
+    p = start_server(tmp_path, listen=f"127.0.0.1:{port}", pool=1)
+    try:
+        env = shinken.Env(p.srv.url, task_id, p.srv.token)
+        env.reset()
+        old = env.env_id
+        env.step(WAIT)
+        p.stop()
+        with pytest.raises(shinken.TransportError):
+            env.step(WAIT)  # the server is gone: a clear, fast failure
+        p.cleanup()
+        p = start_server(tmp_path, listen=f"127.0.0.1:{port}", pool=1, token=p.srv.token)
+        obs, info = env.reset()  # the old env id is unknown to the new server
+        assert env.env_id != old and info["step"] == 0
+        assert env.step(WAIT)[4]["step"] == 1
+        env.close()
+    finally:
+        p.cleanup()
+
+
+def test_dead_env_is_replaced_on_reset(server, task_id):
+    env = shinken.Env(server.url, task_id, server.token)
+    try:
+        env.reset()
+        old = env.env_id
+        other = shinken.Client(server.url, server.token)
+        assert other.close_envs([old]) == [old]  # the env is gone under this Env
+        other.close()
+        with pytest.raises(shinken.NotFound):
+            env.step(WAIT)
+        env.reset()
+        assert env.env_id != old and env.step(WAIT)[4]["step"] == 1
+    finally:
+        env.close()
+
+
+def test_client_timeout_tells_whether_the_step_ran(server, task_id):
+    env = shinken.Env(server.url, task_id, server.token)
+    try:
+        env.reset()
+        env.step(WAIT)
+        with pytest.raises(shinken.StepTimeout) as ei:
+            env._a.client.transport.timeout = 0.5
+            env.step({"verb": "wait", "ms": 2000})
+        env._a.client.transport.timeout = 300
+        e = ei.value
+        assert e.ran is True and e.step_index == 1 and e.episode_id == env.episode_id
+        assert e.record.actions[0]["verb"] == "wait" and e.record.index == 1
+        with pytest.raises(shinken.ShinkenError, match="reset needed"):
+            env.step(WAIT)  # the screen after the timed-out step was never seen
+        env.reset()
+        assert env.step(WAIT)[4]["step"] == 1
+    finally:
+        env.close()
+
+
+def test_bad_task_option_does_not_poison_later_resets(server, task_id):
+    env = shinken.Env(server.url, task_id, server.token)
+    try:
+        env.reset()
+        with pytest.raises(shinken.NotFound):
+            env.reset(options={"task": "no-such-task"})
+        assert env.task == task_id
+        _, info = env.reset()
+        assert info["task"] == task_id
+    finally:
+        env.close()
+
+
+def test_close_closes_sockets_without_resource_warnings(server, task_id):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        env = shinken.Env(server.url, task_id, server.token)
+        env.reset()
+        t = env.client.transport
+        assert t.open_connections >= 1
+        env.close()
+        assert t.open_connections == 0
+        env.close()  # idempotent
+        gc.collect()
+
+
+def test_finalizer_releases_the_lease(server, task_id):
+    env = shinken.Env(server.url, task_id, server.token)
+    env.reset()
+    env_id = env.env_id
+    del env
+    gc.collect()
+    c = shinken.Client(server.url, server.token)
+    [s] = c.step([wire.step_env(env_id, WAIT)])
+    assert isinstance(s.error, shinken.NotFound), "the collected env still holds its sandbox"
+    c.close()
+
+
+def test_url_and_token_from_the_environment(server, task_id, monkeypatch):
+    monkeypatch.setenv("SHINKEN_URL", server.url)
+    if server.token:
+        monkeypatch.setenv("SHINKEN_TOKEN", server.token)
+    with shinken.Env(task=task_id) as env:
+        env.reset()
+        assert env.client.url == server.url
+    monkeypatch.delenv("SHINKEN_URL")
+    with pytest.raises(ValueError, match="SHINKEN_URL"):
+        shinken.Client()
+
+
+def test_vector_client_timeout_resolves_every_env_of_the_request(server, task_id):
+    with shinken.VectorEnv(server.url, task_id, 2, token=server.token, on_error="info",
+                           observe={"max_long_edge": 320}) as vec:
+        vec.reset()
+        vec.client.transport.aio.timeout = 0.5
+        obs, rew, term, trunc, infos = vec.step([{"verb": "wait", "ms": 2000}, WAIT])
+        vec.client.transport.aio.timeout = 300
+        errs = infos["error"]
+        assert trunc.all() and all(isinstance(e, shinken.StepTimeout) for e in errs)
+        assert [e.ran for e in errs] == [True, True] and [e.step_index for e in errs] == [0, 0]
+        _, _, _, _, infos = vec.step([WAIT, WAIT])  # both autoreset: a definite new start
+        assert infos["_autoreset"].all() and infos["step"].tolist() == [0, 0]
