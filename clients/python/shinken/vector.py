@@ -503,6 +503,13 @@ class VectorEnv(_VecBase):
         except Exception:
             pass
 
+    def __enter__(self) -> "VectorEnv":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
     def __len__(self) -> int:
         return self.num_envs
 
