@@ -29,8 +29,9 @@ lose tokens it already holds.
 
 Infrastructure failures (the sandbox died, the verifier failed, the server
 or the env was lost, a step timed out) end the episode with a typed
-``exit_reason`` and ``extra_fields["drop"] = True``: the reward is not a
-score and a trainer should drop the sample, not train on a 0.
+``exit_reason``, ``extra_fields["drop"] = True`` and ``reward_score`` None:
+the episode was not scored, and a trainer drops the sample rather than
+training on a 0 (the verl row export does the same: a null reward_score).
 """
 
 from __future__ import annotations
@@ -508,7 +509,7 @@ class AgentLoop:
         ep.exit_reason, ep.error = _exit_of_error(err), err
         ep.timings["total_s"] = time.perf_counter() - t0
         out = AgentOutput(prompt_ids=[], response_ids=[], response_mask=[], multi_modal_data={"images": []},
-                          reward_score=0.0, num_turns=0)
+                          reward_score=None, num_turns=0)
         out.metrics = _metrics(ep)
         out.extra_fields = self._extra(None, ep)
         return [out] if self.per_step else out
@@ -532,7 +533,7 @@ class AgentLoop:
 
     def _outputs(self, env: AsyncEnv, ep: _Episode):
         extra = self._extra(env, ep)
-        reward = 0.0 if extra["drop"] else ep.reward
+        reward = None if extra["drop"] else ep.reward
         metrics = _metrics(ep)
         if not self.per_step:
             n = ep.prompt_len
@@ -543,10 +544,10 @@ class AgentLoop:
                 num_turns=1 + len(ep.turns) + ep.user_turns, metrics=metrics, extra_fields=extra)
         outs: List[AgentOutput] = []
         togo = reward
-        rtg: List[float] = []
+        rtg: List[Optional[float]] = []
         for t in ep.turns:  # return-to-go: this turn's reward and every later one
             rtg.append(togo)
-            togo -= 0.0 if extra["drop"] else t.reward
+            togo = None if togo is None else togo - t.reward
         for i, t in enumerate(ep.turns):
             outs.append(AgentOutput(
                 prompt_ids=t.prompt_ids, response_ids=t.response_ids, response_mask=[1] * len(t.response_ids),

@@ -184,9 +184,12 @@ def verl_fields(out: AgentOutput, response_length: Optional[int], mask_dropped: 
     mask = list(out.response_mask[:n])
     if out.drop and mask_dropped:
         mask = [0] * len(mask)
+    # verl computes a reward itself for a None reward_score; an unscored
+    # episode gets 0.0 with drop set (and, with mask_dropped, no trained tokens).
+    score = 0.0 if out.reward_score is None else out.reward_score
     return {"prompt_ids": list(out.prompt_ids), "response_ids": list(out.response_ids[:n]), "response_mask": mask,
             "response_logprobs": list(out.response_logprobs[:n]) if out.response_logprobs is not None else None,
-            "multi_modal_data": dict(out.multi_modal_data), "reward_score": out.reward_score,
+            "multi_modal_data": dict(out.multi_modal_data), "reward_score": score,
             "num_turns": out.num_turns, "metrics": dict(out.metrics), "extra_fields": dict(out.extra_fields)}
 
 

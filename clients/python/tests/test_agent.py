@@ -169,7 +169,7 @@ def test_aborted_generation_is_dropped(server, task_id):
             return await AgentLoop(model.generate, ToyTemplate(), dialect="pyautogui").run(c, task_id)
 
     out = run(go())
-    assert out.extra_fields["exit_reason"] == Exit.GENERATION_ABORTED and out.drop and out.reward_score == 0.0
+    assert out.extra_fields["exit_reason"] == Exit.GENERATION_ABORTED and out.drop and out.reward_score is None
 
 
 def test_group_forks_from_one_state(server, task_id):
@@ -237,6 +237,6 @@ def test_scorer_error_is_dropped_not_zero(broken_server):
     out = run(go())
     x = out.extra_fields
     assert x["exit_reason"] == Exit.SCORER_ERROR and x["drop"] is True, x
-    assert out.reward_score == 0.0 and "scorer_error" in x["error"]["message"]
+    assert out.reward_score is None and "scorer_error" in x["error"]["message"]  # not scored: no stand-in 0
     assert out.response_mask == [1] * len(model.calls[0]["ids"]) and out.response_ids[-1] == IM_END
     assert IMAGE_PAD in out.prompt_ids
