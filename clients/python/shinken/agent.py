@@ -227,7 +227,8 @@ class _Episode:
     error: Optional[ShinkenError] = None
     agent_errors: int = 0
     timings: Dict[str, float] = field(default_factory=lambda: {
-        "generate_s": 0.0, "env_s": 0.0, "server_s": 0.0, "template_s": 0.0, "image_s": 0.0, "total_s": 0.0})
+        "reset_s": 0.0, "generate_s": 0.0, "env_s": 0.0, "server_s": 0.0, "template_s": 0.0, "image_s": 0.0,
+        "total_s": 0.0})
 
 
 class AgentLoop:
@@ -294,6 +295,8 @@ class AgentLoop:
                 slot = await e.reset_slot(seed, {"task": task} if task else None)
             except _INFRA_ERRORS as err:
                 return self._failed_start(ep, err, t0)
+            finally:
+                ep.timings["reset_s"] = time.perf_counter() - t0
             return await self._episode(e, slot, ep, t0)
         finally:
             if own:
