@@ -39,11 +39,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-import uuid
 from dataclasses import dataclass, field
-from typing import (Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union)
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
-from .aenv import AsyncEnv, instruction_of
+from .aenv import AsyncEnv
 from .aio import AsyncClient, Slot
 from .errors import (DisplayError, EpisodeOver, Internal, NotFound, PoolExhausted, SandboxDied,
                      ShinkenError, StepTimeout, Timeout, TransportError, Unsupported, error_from_wire)
@@ -599,6 +598,3 @@ def _metrics(ep: _Episode) -> Dict[str, Any]:
     return {"generate_sequences": ep.timings["generate_s"], "tool_calls": ep.timings["env_s"],
             "num_preempted": -1}
 
-
-def new_request_id() -> str:
-    return uuid.uuid4().hex
