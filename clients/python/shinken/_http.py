@@ -55,6 +55,10 @@ class Stats:
         self.last_reply_bytes = 0
         self.retries = 0
         self.connections_opened = 0
+        # Each request's round trip (request written → whole reply read), the
+        # most recent last: what the wire and the server took, for telling the
+        # client's own overhead apart in benchmarks.
+        self.rtts: Deque[float] = deque(maxlen=4096)
 
     def __repr__(self) -> str:
         return (f"Stats(requests={self.requests}, sent={self.bytes_sent}, "
@@ -223,6 +227,7 @@ class AsyncTransport:
         try:
             for attempt in range(2):
                 c = self._take_idle() or await self._dial()
+                t0 = time.perf_counter()
                 try:
                     status, ctype, data, keep = await self._roundtrip(c, head, payload)
                 except _Dead as e:
@@ -237,6 +242,7 @@ class AsyncTransport:
                     self._discard(c)  # cancelled or failed mid-exchange: the stream is unusable
                     raise
                 self._release(c, keep)
+                self.stats.rtts.append(time.perf_counter() - t0)
                 self.stats.requests += 1
                 self.stats.bytes_sent += len(payload)
                 self.stats.bytes_received += len(data)

@@ -206,9 +206,10 @@ class AsyncEnv:
             raise NotFound(f"unknown task {task!r}", code="not_found")
         env_id = self.env_id
         slot = (await self.client.reset([wire.reset_env(task, env_id, seed, coords_=coords)], observe))[0]
-        if env_id and isinstance(slot.error, (NotFound, SandboxDied)):
-            # The env is gone (the server restarted or the sandbox died): the
-            # next episode runs on a fresh lease.
+        if isinstance(slot.error, (NotFound, SandboxDied) if env_id else SandboxDied):
+            # The env is gone (the server restarted or the sandbox died), or a
+            # new sandbox failed to boot: the episode runs on a fresh lease.
+            # Nothing of the trainer's can run twice: a reset takes no action.
             self._lease.env_id = None
             slot = (await self.client.reset([wire.reset_env(task, None, seed, coords_=coords)], observe))[0]
         if slot.error is not None:

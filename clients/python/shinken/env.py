@@ -115,6 +115,7 @@ class Env(_EnvBase):
             self.close()
             raise
         self.spec_info = spec
+        self._screen = screen
         shape = getattr(self.observation_space, "shape", None)
         self.action_space: Any = ActionSpace(spec.get("verbs") or (), spec.get("dialects") or ())
         sc = (spec.get("observation") or {}).get("screen") or {}
@@ -168,6 +169,9 @@ class Env(_EnvBase):
         """
         super().reset(seed=seed)
         s = _loop.run(self._a.reset_slot(seed, options))
+        if options and "observe" in options:  # a new observe request may change the frame size
+            self.observation_space = observation_space(self.spec_info, self._a.observe, self.obs_mode,
+                                                       self._screen)
         return slot_obs(s, self.obs_mode), slot_info(s, self.instruction)
 
     def step(self, action: Action, *, dialect: Optional[str] = None, tokens: Any = None,

@@ -200,7 +200,7 @@ class VectorEnv(_VecBase):
         self.action_space = _batch_space(self.single_action_space, self.num_envs)
         self._buf: Optional[np.ndarray] = None
         self._view: Optional[np.ndarray] = None
-        if shape:
+        if shape and obs_mode == "array":
             self._buf = np.zeros((self.num_envs, *shape), dtype=np.uint8)
             self._view = self._buf.view()
             self._view.flags.writeable = False
@@ -238,8 +238,8 @@ class VectorEnv(_VecBase):
                 for k, i in enumerate(idx)]
         slots = await c.reset(envs, self.observe)
         gone = [k for k, (i, s) in enumerate(zip(idx, slots))
-                if self.env_ids[i] and isinstance(s.error, (NotFound, SandboxDied))]
-        if gone:  # the server restarted or the sandbox died: fresh leases
+                if isinstance(s.error, (NotFound, SandboxDied) if self.env_ids[i] else SandboxDied)]
+        if gone:  # the server restarted, a sandbox died or failed to boot: fresh leases
             again = await c.reset([wire.reset_env(self.tasks[idx[k]] or "", None, seeds[k], coords_=self.coords)
                                    for k in gone], self.observe)
             for k, s in zip(gone, again):
@@ -354,17 +354,26 @@ class VectorEnv(_VecBase):
         self._check_idle()
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
+        tasks = self.tasks
         if "task" in options:
             t = options.pop("task")
-            self.tasks = [t] * self.num_envs if isinstance(t, str) else list(t)
+            tasks = [t] * self.num_envs if isinstance(t, str) else list(t)
+            if len(tasks) != self.num_envs:
+                raise ValueError(f"{len(tasks)} tasks for {self.num_envs} envs")
         if options:
             raise ValueError(f"reset: unknown option(s) {sorted(options)} (want reset_mask, task)")
         if seed is None or isinstance(seed, (int, np.integer)):
             seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
         else:
             seeds = list(seed)
-        if any(not t for t in self.tasks):
+        if any(not t for t in tasks):
             raise ValueError("reset: no task (pass task= or options={'task': ...})")
+        if any(instruction_of(self.spec_info, t) is None for t in tasks):
+            self.spec_info = self.client.spec(refresh=True)
+            unknown = sorted({t for t in tasks if instruction_of(self.spec_info, t) is None})
+            if unknown:  # checked before anything changes: a bad task poisons nothing
+                raise NotFound(f"unknown task(s) {unknown}", code="not_found")
+        self.tasks = tasks
         idx = list(range(self.num_envs))
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)

@@ -89,6 +89,7 @@ def _run_autoreset(envs, n):
 
 
 def test_make_vec_sync_under_wrappers(server, task_id):
+    pytest.importorskip("cv2", reason="Gymnasium's ResizeObservation needs opencv (Debian python3-opencv)")
     wrappers = [lambda e: gym.wrappers.ResizeObservation(e, (64, 96)),
                 lambda e: gym.wrappers.FrameStackObservation(e, 2)]
     envs = gym.make_vec("shinken/Desktop-v0", num_envs=2, vectorization_mode="sync", wrappers=wrappers,
@@ -102,6 +103,7 @@ def test_make_vec_sync_under_wrappers(server, task_id):
 
 
 def test_make_vec_vector_entry_point_under_wrappers(server, task_id):
+    pytest.importorskip("cv2", reason="Gymnasium's ResizeObservation needs opencv (Debian python3-opencv)")
     envs = gym.make_vec("shinken/Desktop-v0", num_envs=2, vectorization_mode="vector_entry_point",
                         **kw(server, task_id))
     assert isinstance(envs, shinken.VectorEnv) and isinstance(envs, gym.vector.VectorEnv)
@@ -129,3 +131,17 @@ def test_reset_mask_keeps_live_episodes(server, task_id):
         assert infos["_step"].tolist() == [True, False] and infos["step"][0] == 0
         _, _, _, _, infos = vec.step([WAIT, WAIT])
         assert infos["step"].tolist() == [1, 2]
+
+
+def test_make_vec_async(server, task_id):
+    """Each env in its own worker process (the loop thread is restarted in a
+    forked child)."""
+    pytest.importorskip("cloudpickle", reason="Gymnasium's AsyncVectorEnv needs cloudpickle")
+    envs = gym.make_vec("shinken/Desktop-v0", num_envs=2, vectorization_mode="async", **kw(server, task_id))
+    try:
+        obs, infos = envs.reset(seed=3)
+        assert obs.shape == (2, 200, 320, 3) and infos["_instruction"].all()
+        obs, rew, term, trunc, infos = envs.step((WAIT, WAIT))
+        assert infos["step"].tolist() == [1, 1]
+    finally:
+        envs.close()

@@ -1,6 +1,6 @@
 """Trainer-side benchmarks, each against real envservers it starts itself.
 
-    cd clients/python && /usr/bin/python3 benchmarks/bench_trainer.py [--episodes 8] [--steps 20] [--envs 8]
+    cd clients/python && /usr/bin/python3 bench/trainer.py [--episodes 8] [--steps 20] [--envs 8]
 
 agent: shinken.agent episodes of xterm-hello-file with the token-level model
   double (tests/model_double.py; its generate costs ~nothing), per turn:
