@@ -240,3 +240,32 @@ def test_scorer_error_is_dropped_not_zero(broken_server):
     assert out.reward_score is None and "scorer_error" in x["error"]["message"]  # not scored: no stand-in 0
     assert out.response_mask == [1] * len(model.calls[0]["ids"]) and out.response_ids[-1] == IM_END
     assert IMAGE_PAD in out.prompt_ids
+
+
+def test_env_lost_mid_episode_is_dropped(server, task_id):
+    """The env is closed under the loop (as an idle reaper or a restart would):
+    the next step is not_found, the episode ends env_lost, flagged drop."""
+    model = ScriptedModel(["pyautogui.click(200, 200)", "pyautogui.click(210, 200)"])
+
+    async def go():
+        async with shinken.AsyncClient(server.url, server.token) as c, \
+                shinken.AsyncClient(server.url, server.token) as other:
+            env = shinken.AsyncEnv(c, task_id, obs_mode="lazy")
+
+            async def generate(prompt_ids, images):
+                if model.turn_of(prompt_ids) == 1:
+                    assert await other.close_envs([env.env_id]) == [env.env_id]
+                return await model.generate(prompt_ids, images)
+
+            try:
+                return await AgentLoop(generate, ToyTemplate(), dialect="pyautogui").run(env)
+            finally:
+                await env.aclose()
+
+    out = run(go())
+    x = out.extra_fields
+    assert x["exit_reason"] == Exit.ENV_LOST and x["drop"] is True and out.reward_score is None
+    assert x["error"]["code"] == "not_found" and x["env_steps"] == 2
+    # The turn that met the lost env is still in the sequence, masked as the model's.
+    assert [t for t, m in zip(out.response_ids, out.response_mask) if m == 1] == \
+        model.calls[0]["ids"] + model.calls[1]["ids"]
