@@ -91,7 +91,9 @@ def test_episode_output_field_by_field(server, task_id):
     row = shinken.to_verl_row(t)
     assert row["prompt_ids"] == out.prompt_ids and row["response_ids"] == out.response_ids
     assert row["response_mask"] == out.response_mask and row["reward_score"] == out.reward_score
-    assert row["extra_fields"]["token_drift_turns"] == []
+    assert row["extra_fields"]["token_drift_turns"] == [] and row["extra_fields"]["drop"] is False
+    assert len(row["multi_modal_data"]["images"]) == len(images) == 3
+    assert row["multi_modal_data"]["images"][0] == {"frame": t.init_frame}
 
 
 def test_per_step_outputs_and_sliding_window(server, task_id):
@@ -231,10 +233,14 @@ def test_scorer_error_is_dropped_not_zero(broken_server):
 
     async def go():
         async with shinken.AsyncClient(broken_server.url, broken_server.token) as c:
-            return await AgentLoop(model.generate, ToyTemplate(), dialect="pyautogui").run(
+            out = await AgentLoop(model.generate, ToyTemplate(), dialect="pyautogui").run(
                 c, "xterm-broken-verifier")
+            return out, shinken.Trajectory.from_wire(await c.episode(out.extra_fields["episode_id"]))
 
-    out = run(go())
+    out, traj = run(go())
+    row = shinken.to_verl_row(traj)  # the server's record says the same: dropped, no score
+    assert traj.exit_reason == "scorer_error" and row["extra_fields"]["drop"] is True
+    assert row["reward_score"] is None and row["response_ids"] == out.response_ids
     x = out.extra_fields
     assert x["exit_reason"] == Exit.SCORER_ERROR and x["drop"] is True, x
     assert out.reward_score is None and "scorer_error" in x["error"]["message"]  # not scored: no stand-in 0
