@@ -275,3 +275,45 @@ def test_env_lost_mid_episode_is_dropped(server, task_id):
     # The turn that met the lost env is still in the sequence, masked as the model's.
     assert [t for t, m in zip(out.response_ids, out.response_mask) if m == 1] == \
         model.calls[0]["ids"] + model.calls[1]["ids"]
+
+
+def _children(pid):
+    """Pids whose parent is pid (from /proc)."""
+    import os
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_sandbox_death_mid_episode_is_dropped(tmp_path, task_id):
+    """A server this test starts; its sandboxes (guestd, the children of the
+    envserver process) are killed while the model thinks: the step meets a
+    dead sandbox, the episode ends sandbox_died, flagged drop."""
+    import os
+    import signal
+    p = start_server(tmp_path, pool=1)
+    model = ScriptedModel(["pyautogui.click(200, 200)", "pyautogui.click(210, 200)"])
+    try:
+        async def go():
+            async with shinken.AsyncClient(p.srv.url, p.srv.token) as c:
+                async def generate(prompt_ids, images):
+                    if model.turn_of(prompt_ids) == 1:
+                        for pid in _children(p.proc.pid):  # the sandboxes of the server this test started
+                            os.kill(pid, signal.SIGKILL)
+                    return await model.generate(prompt_ids, images)
+                return await AgentLoop(generate, ToyTemplate(), dialect="pyautogui").run(c, task_id)
+
+        out = run(go())
+    finally:
+        p.cleanup()
+    x = out.extra_fields
+    assert x["exit_reason"] == Exit.SANDBOX_DIED and x["drop"] is True and out.reward_score is None, x
+    assert x["error"]["code"] == "sandbox_died"
