@@ -23,7 +23,7 @@ import (
 
 // Config describes a batch run.
 type Config struct {
-	Client *Client
+	Client EnvAPI // one server (*Client) or several (*Servers)
 	Policy Policy
 	// Tasks are the task ids to run; they must be on the server's /v1/spec.
 	Tasks []string

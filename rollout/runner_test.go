@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -201,9 +202,18 @@ func TestRunnerE2E(t *testing.T) {
 			for _, step := range tr.Steps {
 				want += len(step.ResponseIDs)
 			}
-			if model != want || row.ExtraFields[trajectory.FieldTokenDrift] != false || row.RewardScore != 1 || row.NumTurns != 3 {
-				t.Errorf("verl row: %d model tokens (want %d), drift %v, reward %g, turns %d", model, want,
-					row.ExtraFields[trajectory.FieldTokenDrift], row.RewardScore, row.NumTurns)
+			if model != want || row.ExtraFields[trajectory.FieldTokenDrift] != false || row.RewardScore == nil ||
+				*row.RewardScore != 1 || row.NumTurns != 3 || row.ExtraFields[trajectory.FieldDrop] != false {
+				t.Errorf("verl row: %d model tokens (want %d), drift %v, reward %v, turns %d, drop %v", model, want,
+					row.ExtraFields[trajectory.FieldTokenDrift], row.RewardScore, row.NumTurns,
+					row.ExtraFields[trajectory.FieldDrop])
+			}
+			// Its screenshots: the reset frame, then the observations the later prompts carry.
+			wantImgs := []trajectory.FrameRef{{Frame: tr.InitFrame}, {Frame: tr.Steps[0].ObsFrame}, {Frame: tr.Steps[1].ObsFrame}}
+			if !reflect.DeepEqual(row.MultiModalData.Images, wantImgs) || row.Metrics.EnvSteps != 3 ||
+				row.Metrics.ModelTokens != want || len(row.ResponseLogprobs) != len(row.ResponseIDs) {
+				t.Errorf("verl row images %v (want %v), metrics %+v, %d logprobs for %d ids", row.MultiModalData.Images,
+					wantImgs, row.Metrics, len(row.ResponseLogprobs), len(row.ResponseIDs))
 			}
 			if !bytes.Equal(mustJSON(row.PromptIDs), mustJSON(tr.Steps[0].PromptIDs)) {
 				t.Errorf("verl prompt_ids are not turn 0's prompt")

@@ -51,13 +51,14 @@ func TestVerlRowMasks(t *testing.T) {
 	// Turn 1: prompt [1 2 3 4 5 | 6 7] (env added 6 7), model says [8].
 	// Turn 2: prompt [1 2 3 4 5 6 7 8 | 9], model says [10 11].
 	tr := ended(&Trajectory{EpisodeID: "ep-a", EnvID: "env-a", Task: "task-a", Reward: 1,
-		ExitReason: TaskComplete, NumTurns: 3, Steps: []Step{
+		ExitReason: TaskComplete, NumTurns: 3, InitFrame: "f-init", StartedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		Steps: []Step{
 			{Index: 0, PromptIDs: []int{1, 2, 3}, ResponseIDs: []int{4, 5}, ResponseMask: []int{1, 1},
-				ResponseLogprobs: []float64{-0.1, -0.2}, FinishReason: "stop"},
+				ResponseLogprobs: []float64{-0.1, -0.2}, FinishReason: "stop", ObsFrame: "f0"},
 			{Index: 1, PromptIDs: []int{1, 2, 3, 4, 5, 6, 7}, ResponseIDs: []int{8}, ResponseMask: []int{1},
-				ResponseLogprobs: []float64{-0.3}, FinishReason: "stop"},
+				ResponseLogprobs: []float64{-0.3}, FinishReason: "stop", ObsFrame: "f1"},
 			{Index: 2, PromptIDs: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, ResponseIDs: []int{10, 11}, ResponseMask: []int{1, 1},
-				ResponseLogprobs: []float64{-0.4, -0.5}, FinishReason: "length"},
+				ResponseLogprobs: []float64{-0.4, -0.5}, FinishReason: "length", ObsFrame: "f2"},
 		}})
 	row, err := VerlRow(tr)
 	if err != nil {
@@ -73,7 +74,10 @@ func TestVerlRowMasks(t *testing.T) {
 	check("response_ids", row.ResponseIDs, []int{4, 5, 6, 7, 8, 9, 10, 11})
 	check("response_mask", row.ResponseMask, []int{1, 1, 0, 0, 1, 0, 1, 1})
 	check("response_logprobs", row.ResponseLogprobs, []float64{-0.1, -0.2, 0, 0, -0.3, 0, -0.4, -0.5})
-	check("reward_score", row.RewardScore, 1.0)
+	check("reward_score", *row.RewardScore, 1.0)
+	check("drop", row.ExtraFields[FieldDrop], false)
+	check("images", row.MultiModalData.Images, []FrameRef{{Frame: "f-init"}, {Frame: "f0"}, {Frame: "f1"}})
+	check("metrics", row.Metrics, RowMetrics{EnvSteps: 3, DurationS: 60, ModelTokens: 5, EnvTokens: 3})
 	check("num_turns", row.NumTurns, 3)
 	check("exit reason", row.ExtraFields[FieldExitReason], "task_complete")
 	check("task", row.ExtraFields[FieldTask], "task-a")

@@ -6,6 +6,7 @@
 //	rollout --url ... --tasks xterm-hello-file --seeds 4 --replicas 8 --fork \
 //	    --policy openai --model-url http://127.0.0.1:8000/v1 --model qwen --dialect xml --token-ids --out runs/q1
 //	rollout --url ... --policy openai --model-url ... --model ui-tars-1.5 --dialect uitars --coords smart-resize --out runs/u1
+//	rollout --server http://10.0.0.1:8700 --server http://10.0.0.2:8700 --tasks all --seeds 16 --out runs/wide
 package main
 
 import (
@@ -37,7 +38,15 @@ func main() {
 	}
 }
 
+// urlList is a repeatable flag.
+type urlList []string
+
+func (l *urlList) String() string     { return strings.Join(*l, ",") }
+func (l *urlList) Set(v string) error { *l = append(*l, v); return nil }
+
 func run() error {
+	var servers urlList
+	flag.Var(&servers, "server", "an env server base URL; repeat to spread the envs over several (overrides --url)")
 	var (
 		url         = flag.String("url", "http://127.0.0.1:8700", "env server base URL")
 		token       = flag.String("token", os.Getenv("SHINKEN_TOKEN"), "bearer token (default $SHINKEN_TOKEN)")
@@ -74,7 +83,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	client := rollout.NewClient(*url, *token, nil)
+	var client rollout.EnvAPI = rollout.NewClient(*url, *token, nil)
+	if len(servers) > 1 {
+		c, err := rollout.NewServers(servers, *token, nil)
+		if err != nil {
+			return err
+		}
+		client = c
+	} else if len(servers) == 1 {
+		client = rollout.NewClient(servers[0], *token, nil)
+	}
 	var pol rollout.Policy
 	switch *policy {
 	case "scripted":

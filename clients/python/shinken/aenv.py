@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import wire
 from .aio import AsyncClient, Slot
+from .multi import connect
 from .errors import (NotFound, SandboxDied, ShinkenError, StepTimeout, TransportError,
                      error_from_wire)
 
@@ -143,8 +144,9 @@ class AsyncEnv:
     """One environment on an envserver, with Gymnasium's reset/step shapes as
     coroutines.
 
-    ``client`` is an AsyncClient or a URL (default $SHINKEN_URL; the env then
-    owns its client and closes it with itself). ``task`` is the task id
+    ``client`` is an AsyncClient or a URL (default $SHINKEN_URL), or a list of
+    URLs to spread over (shinken.multi); the env then owns its client and
+    closes it with itself. ``task`` is the task id
     (overridable per reset with ``options={"task": ...}``). ``observe`` is
     the observation request (a format string or a dict of observe fields;
     None = the server's default). ``obs_mode``: "array" a decoded read-only
@@ -163,7 +165,7 @@ class AsyncEnv:
         if own is None:
             own = not isinstance(client, AsyncClient)
         self.client: AsyncClient = client if isinstance(client, AsyncClient) else \
-            AsyncClient(client, token, timeout=timeout)
+            connect(client, token, timeout=timeout)
         self.task = task
         self.observe = wire.observe_map(observe)
         self.obs_mode = obs_mode

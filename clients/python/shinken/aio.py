@@ -124,15 +124,18 @@ class AsyncClient:
                                          timeout=timeout)
 
     async def close_envs(self, env_ids: Sequence[str], *, timeout: Optional[float] = None) -> List[str]:
-        """POST /v1/close; returns the ids actually closed (idempotent)."""
+        """POST /v1/close (split over max_batch); returns the ids actually
+        closed (idempotent)."""
         ids = [e for e in env_ids if e]
         for e in ids:
             self._last.pop(e, None)
         if not ids:
             return []
-        reply = await self.transport.call("POST", "/v1/close", wire.close_request(ids), idempotent=True,
-                                          timeout=timeout)
-        return list((reply or {}).get("closed") or [])
+        mb = await self.max_batch()  # the server refuses a longer id list (batch_too_large)
+        replies = await asyncio.gather(*(
+            self.transport.call("POST", "/v1/close", wire.close_request(ids[i:i + mb]), idempotent=True,
+                                timeout=timeout) for i in range(0, len(ids), mb)))
+        return [e for r in replies for e in ((r or {}).get("closed") or [])]
 
     # -- batch calls -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from . import _loop
 from .aenv import AsyncEnv, slot_info, slot_obs
 from .aio import AsyncClient
 from .client import Client
+from .multi import connect
 from .spaces import ActionSpace, ModelText, observation_space
 
 try:
@@ -56,11 +57,14 @@ Action = Union[Dict[str, Any], List[Dict[str, Any]], str]
 
 
 def clients(url: Any, token: Optional[str], timeout: float) -> Tuple[Client, bool]:
-    """(sync Client, owned) for a URL (None: $SHINKEN_URL), a Client or an AsyncClient."""
+    """(sync Client, owned) for a URL (None: $SHINKEN_URL), a list of URLs, a
+    Client or an AsyncClient."""
     if isinstance(url, Client):
         return url, False
     if isinstance(url, AsyncClient):
         return Client.wrap(url), False
+    if isinstance(url, (list, tuple)) or (isinstance(url, str) and "," in url):
+        return Client.wrap(connect(url, token, timeout=timeout)), True  # several servers (shinken.multi)
     return Client(url, token, timeout=timeout), True
 
 

@@ -93,6 +93,11 @@ def episodes(url: Any, episode_id: str, token: Optional[str] = None) -> Trajecto
             client.close()
 
 
+#: Exit reasons of episodes the infrastructure failed: not scored, so their
+#: rows carry ``drop`` and a None reward_score (as the Go export's null).
+DROPPED_EXITS = frozenset({"scorer_error", "sandbox_died", "setup_error"})
+
+
 def to_verl_row(traj: Trajectory) -> Dict[str, Any]:
     """One verl-style row for a multi-turn episode (docs/architecture.md, "Trajectories").
 
@@ -103,7 +108,10 @@ def to_verl_row(traj: Trajectory) -> Dict[str, Any]:
     context is token drift: it is listed in extra_fields["token_drift_turns"],
     its prompt tail after the common prefix is appended as env tokens, and the
     row should not be trained on as-is. Steps without token ids (scripted
-    actions) are skipped.
+    actions) are skipped. ``multi_modal_data["images"]`` references the
+    screenshots in placeholder order (the reset frame, then the observation
+    after each token turn but the last); an episode the infrastructure failed
+    has ``extra_fields["drop"]`` and reward_score None, never a stand-in 0.
     """
     turns = [s for s in traj.steps if s.prompt_ids or s.response_ids]
     prompt: List[int] = list(turns[0].prompt_ids) if turns else []
@@ -137,18 +145,25 @@ def to_verl_row(traj: Trajectory) -> Dict[str, Any]:
         if have_logprobs:
             logprobs += list(s.response_logprobs)
         context = context + list(s.response_ids)
+    drop = traj.exit_reason in DROPPED_EXITS
+    images = ([{"frame": traj.init_frame}] if traj.init_frame else []) + \
+        [{"frame": s.obs_frame} for s in turns[:-1] if s.obs_frame]
     row: Dict[str, Any] = {
         "prompt_ids": prompt,
         "response_ids": response,
         "response_mask": mask,
-        "reward_score": traj.reward,
+        "multi_modal_data": {"images": images},
+        "reward_score": None if drop else traj.reward,
         "num_turns": traj.num_turns or len(traj.steps),
+        "metrics": {"env_steps": len(traj.steps), "agent_errors": sum(1 for s in traj.steps if s.error),
+                    "model_tokens": sum(mask), "env_tokens": len(mask) - sum(mask)},
         "extra_fields": {
             "traj_exit_reason": traj.exit_reason,
             "episode_id": traj.episode_id,
             "task": traj.task,
             "fork_of": traj.fork_of,
             "token_drift_turns": drift,
+            "drop": drop,
         },
     }
     if have_logprobs:

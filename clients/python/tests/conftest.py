@@ -82,8 +82,10 @@ def binaries(tmp):
     return bindir
 
 
-def start_server(tmp, *, listen="127.0.0.1:0", pool=None, token=None):
-    """Starts an envserver (process provider) and waits for its addr file."""
+def start_server(tmp, *, listen="127.0.0.1:0", pool=None, token=None, tasks=None, config=None):
+    """Starts an envserver (process provider) and waits for its addr file;
+    ``tasks`` is its task directory (default: the shipped tasks), ``config``
+    a config file (default: the shipped settings)."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb is not on PATH (Debian package xvfb): the sandboxes need it")
     bindir = binaries(tmp)
@@ -95,8 +97,10 @@ def start_server(tmp, *, listen="127.0.0.1:0", pool=None, token=None):
     state = pathlib.Path(tempfile.mkdtemp(prefix="shk"))
     argv = [str(bindir / "envserver"), "--listen", listen,
             "--pool", str(pool or os.environ.get("SHINKEN_TEST_POOL", "4")), "--provider", "process",
-            "--addr-file", str(addr), "--token", token, "--tasks", str(ROOT / "configs" / "tasks"),
+            "--addr-file", str(addr), "--token", token, "--tasks", str(tasks or ROOT / "configs" / "tasks"),
             "--state", str(state)]
+    if config:
+        argv += ["--config", str(config)]
     with open(log, "wb") as logf:
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
