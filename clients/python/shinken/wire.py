@@ -169,9 +169,10 @@ def coords(c: Any) -> Any:
         extra = set(c) - {"w", "h"}
         if extra:
             raise BadRequest(f"coords: unknown field(s) {sorted(extra)}")
-        return {"w": _int("coords.w", c.get("w")), "h": _int("coords.h", c.get("h"))}
+        # Keys in the order the server's encoder writes maps (sorted).
+        return {"h": _int("coords.h", c.get("h")), "w": _int("coords.w", c.get("w"))}
     if isinstance(c, (tuple, list)) and len(c) == 2:
-        return {"w": _int("coords.w", c[0]), "h": _int("coords.h", c[1])}
+        return {"h": _int("coords.h", c[1]), "w": _int("coords.w", c[0])}
     raise BadRequest("coords: want screen|frame|norm|norm1000 or {w, h}")
 
 
@@ -211,9 +212,10 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
 
 
 def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
-              coords_: Any = None) -> Dict[str, Any]:
+              coords_: Any = None, max_steps: Optional[int] = None) -> Dict[str, Any]:
     """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
-    ``coords_`` is the env's default coordinate space for its steps."""
+    ``coords_`` is the env's default coordinate space for its steps;
+    ``max_steps`` lowers the episode's step budget."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
@@ -222,6 +224,8 @@ def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = Non
         e["seed"] = _int("seed", seed)
     if coords_ is not None:
         e["coords"] = coords(coords_)
+    if max_steps:
+        e["max_steps"] = _int("max_steps", max_steps)
     return e
 
 
@@ -251,11 +255,11 @@ def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
         s["actions"] = [action(a) for a in act]
     else:
         raise BadRequest(f"step: want an action dict, a list of them or model text; got {type(act).__name__}")
+    if coords_ is not None:
+        s["coords"] = coords(coords_)
     t = tokens(toks)
     if t is not None:
         s["tokens"] = t
-    if coords_ is not None:
-        s["coords"] = coords(coords_)
     return s
 
 

@@ -243,7 +243,7 @@ def test_scorer_error_is_dropped_not_zero(broken_server):
     assert row["reward_score"] is None and row["response_ids"] == out.response_ids
     x = out.extra_fields
     assert x["exit_reason"] == Exit.SCORER_ERROR and x["drop"] is True, x
-    assert out.reward_score is None and "scorer_error" in x["error"]["message"]  # not scored: no stand-in 0
+    assert out.reward_score is None and x["error"]["code"] == "scorer_error", x  # not scored: no stand-in 0
     assert out.response_mask == [1] * len(model.calls[0]["ids"]) and out.response_ids[-1] == IM_END
     assert IMAGE_PAD in out.prompt_ids
 

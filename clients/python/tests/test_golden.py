@@ -73,14 +73,15 @@ def test_json_twin_agrees(name):
 
 def test_reset_request_built_identically():
     req = wire.reset_request(
-        [wire.reset_env("xterm-hello-file", seed=7), wire.reset_env("xterm-hello-file", env_id="env-1")],
+        [wire.reset_env("xterm-hello-file", seed=7),
+         wire.reset_env("xterm-hello-file", env_id="env-1", coords_="frame", max_steps=5)],
         observe={"format": "png", "max_long_edge": 1024}, have=[HASH_A])
     assert wire.pack(req) == load("reset_request")
 
 
 def test_step_request_built_identically():
     steps = [
-        wire.step_env("env-1", {"verb": "click", "target": (200, 150.5), "button": "left"}),
+        wire.step_env("env-1", {"verb": "click", "target": (200, 150.5), "button": "left"}, coords_="frame"),
         wire.step_env("env-2", [
             {"verb": "type_text", "text": "echo 'hello shinken' > ~/hello.txt"},
             {"verb": "key", "keys": "Return"},
@@ -92,11 +93,12 @@ def test_step_request_built_identically():
             {"verb": "wait", "ms": 300.0, "text": "", "dx": 0},  # zero values vanish as in Go
             {"verb": "click", "x": 5, "y": 6, "modifiers": ["ctrl"]},
         ]),
-        wire.step_env("env-3", text="pyautogui.click(10, 20)", dialect="pyautogui", toks={
+        wire.step_env("env-3", text="pyautogui.click(10, 20)", dialect="pyautogui", coords_={"w": 1000, "h": 625}, toks={
             "prompt_ids": np.array([1, 2, 3, 70000]), "response_ids": [4, 5],
             "response_logprobs": [-0.5, -1.25], "finish_reason": "stop"}),
     ]
-    req = wire.step_request(steps, observe={"format": "raw", "scope": "active_window", "settle_ms": 50},
+    req = wire.step_request(steps, observe={"format": "raw", "scope": "active_window",
+                                     "settle": {"first_ms": 100, "quiet_ms": 50, "max_ms": 1500}},
                             have=[HASH_A, HASH_B])
     assert wire.pack(req) == load("step_request")
 
@@ -201,9 +203,8 @@ def test_fork_reply_decodes():
     cache = FrameCache()
     parse_batch(wire.unpack(load("reset_reply")), cache)
     slots = parse_batch(wire.unpack(load("fork_reply")), cache, listed=cache.have("raw", 0))
-    assert [s.info["fork_of"] for s in slots] == ["ep-1", "ep-1"]
+    assert [s.info["fork_of"] for s in slots] == ["env-1", "env-1"]  # the parent env
     assert all(s.cached for s in slots)
-    assert slots[0].info["extra"] == {"snapshot_kind": "disk"}
 
 
 def test_error_reply_maps():
