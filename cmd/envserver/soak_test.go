@@ -41,7 +41,7 @@ func TestSoak(t *testing.T) {
 	}
 	bin, guestd := binaries(t)
 	state := t.TempDir()
-	mountsBefore := countMounts()
+	mountsBefore := countMounts(state)
 	s := startServerPool(t, bin, guestd, state, nenvs)
 	// RSS "at start" is taken once the load has warmed up (a tenth in).
 	var rssStart int
@@ -176,7 +176,7 @@ func TestSoak(t *testing.T) {
 	s2.cmd.Process.Signal(syscall.SIGTERM)
 	waitExit(t, s2, 3*time.Minute)
 	quarantined, _ := filepath.Glob(filepath.Join(state, "episodes", "quarantine", "*"))
-	mountsAfter := countMounts()
+	mountsAfter := countMounts(state)
 	t.Logf("soak %v, %d envs, kill every %v: %d sandboxes killed", dur, nenvs, killEvery, killed)
 	t.Logf("requests: %v", counts)
 	t.Logf("episodes: %d started, %d lost, by exit reason %v, %d quarantined", len(episodes), lost, reasons, len(quarantined))
@@ -226,9 +226,17 @@ func rss(pid int) int {
 	return 0
 }
 
-func countMounts() int {
+// countMounts counts the host's mounts under dir (the host's other mounts
+// come and go with whatever else runs on it).
+func countMounts(dir string) int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Count(string(b), "\n")
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			n++
+		}
+	}
+	return n
 }
 
 func envInt(name string, def int) int {
