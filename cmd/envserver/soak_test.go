@@ -156,6 +156,9 @@ func TestSoak(t *testing.T) {
 			leakedProcs++
 		}
 	}
+	// A stopped provider leaves no run behind: its sandboxes' dirs,
+	// display claims and snapshots go with it.
+	leftRuns, _ := filepath.Glob(filepath.Join(state, "sandboxes", "runs", "*"))
 	s2 := startServerPool(t, bin, guestd, state, 1)
 	lost := 0
 	reasons := map[trajectory.ExitReason]int{}
@@ -180,9 +183,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak %v, %d envs, kill every %v: %d sandboxes killed", dur, nenvs, killEvery, killed)
 	t.Logf("requests: %v", counts)
 	t.Logf("episodes: %d started, %d lost, by exit reason %v, %d quarantined", len(episodes), lost, reasons, len(quarantined))
-	t.Logf("leaks: %d processes, mounts %d -> %d", leakedProcs, mountsBefore, mountsAfter)
+	t.Logf("leaks: %d processes, mounts %d -> %d, provider runs left %v", leakedProcs, mountsBefore, mountsAfter, leftRuns)
 	t.Logf("server RSS: %d KiB a tenth in, %d KiB at the end", rssStart, rssEnd)
-	if lost > 0 || leakedProcs > 0 || len(quarantined) > 0 || mountsAfter > mountsBefore {
+	if lost > 0 || leakedProcs > 0 || len(quarantined) > 0 || mountsAfter > mountsBefore || len(leftRuns) > 0 {
 		t.Errorf("soak lost %d episodes, leaked %d processes and %d mounts, quarantined %d files; want none", lost, leakedProcs, mountsAfter-mountsBefore, len(quarantined))
 	}
 }
