@@ -167,7 +167,7 @@ func TestIdleEnvClosed(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var out api.BatchReply
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls the env table for the reaper's close
 		if _, ok := s.Server.EnvSandbox(env); !ok {
 			if _, _, err := s.Call("/v1/step", api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Wait}}}}, &out); err != nil || out.Results[0].Error == nil || out.Results[0].Error.Code != aci.CodeNotFound {
 				t.Errorf("step on a reaped env: got %+v, %v; want not_found", out.Results, err)

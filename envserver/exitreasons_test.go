@@ -120,6 +120,11 @@ func TestPoolExhausted(t *testing.T) {
 		c.ReplicasPerGolden = -1
 		c.LeaseTimeout = configs.Duration(time.Second)
 	}})
+	// The one sandbox is booted before the clock of the short lease
+	// timeout starts.
+	if err := s.Pool.WaitWarm(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
 	var r api.BatchReply
 	if _, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}, {Task: "xterm-hello-file"}}}, &r); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestSoak(t *testing.T) {
 	}
 	bin, guestd := binaries(t)
 	state := t.TempDir()
-	mountsBefore := countMounts()
+	mountsBefore := countMounts(state)
 	s := startServerPool(t, bin, guestd, state, nenvs)
 	// RSS "at start" is taken once the load has warmed up (a tenth in).
 	var rssStart int
@@ -156,6 +156,9 @@ func TestSoak(t *testing.T) {
 			leakedProcs++
 		}
 	}
+	// A stopped provider leaves no run behind: its sandboxes' dirs,
+	// display claims and snapshots go with it.
+	leftRuns, _ := filepath.Glob(filepath.Join(state, "sandboxes", "runs", "*"))
 	s2 := startServerPool(t, bin, guestd, state, 1)
 	lost := 0
 	reasons := map[trajectory.ExitReason]int{}
@@ -176,13 +179,13 @@ func TestSoak(t *testing.T) {
 	s2.cmd.Process.Signal(syscall.SIGTERM)
 	waitExit(t, s2, 3*time.Minute)
 	quarantined, _ := filepath.Glob(filepath.Join(state, "episodes", "quarantine", "*"))
-	mountsAfter := countMounts()
+	mountsAfter := countMounts(state)
 	t.Logf("soak %v, %d envs, kill every %v: %d sandboxes killed", dur, nenvs, killEvery, killed)
 	t.Logf("requests: %v", counts)
 	t.Logf("episodes: %d started, %d lost, by exit reason %v, %d quarantined", len(episodes), lost, reasons, len(quarantined))
-	t.Logf("leaks: %d processes, mounts %d -> %d", leakedProcs, mountsBefore, mountsAfter)
+	t.Logf("leaks: %d processes, mounts %d -> %d, provider runs left %v", leakedProcs, mountsBefore, mountsAfter, leftRuns)
 	t.Logf("server RSS: %d KiB a tenth in, %d KiB at the end", rssStart, rssEnd)
-	if lost > 0 || leakedProcs > 0 || len(quarantined) > 0 || mountsAfter > mountsBefore {
+	if lost > 0 || leakedProcs > 0 || len(quarantined) > 0 || mountsAfter > mountsBefore || len(leftRuns) > 0 {
 		t.Errorf("soak lost %d episodes, leaked %d processes and %d mounts, quarantined %d files; want none", lost, leakedProcs, mountsAfter-mountsBefore, len(quarantined))
 	}
 }
@@ -226,9 +229,17 @@ func rss(pid int) int {
 	return 0
 }
 
-func countMounts() int {
+// countMounts counts the host's mounts under dir (the host's other mounts
+// come and go with whatever else runs on it).
+func countMounts(dir string) int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
-	return strings.Count(string(b), "\n")
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			n++
+		}
+	}
+	return n
 }
 
 func envInt(name string, def int) int {
