@@ -19,14 +19,14 @@ func (p *Pool) fill() {
 	// Room for refills excludes what waiting reservations need, so a
 	// slot freed for a restore or fork is not taken by a background refill.
 	limit := p.cfg.MaxSandboxes - p.wanted
-	for len(p.warm)+p.booting < p.cfg.Size && p.live < limit {
+	for len(p.warm)+p.booting+p.recycle.warm < p.cfg.Size && p.live < limit {
 		p.booting++
 		p.live++
 		p.wg.Add(1)
 		go p.bootGeneral()
 	}
 	for _, g := range p.goldens {
-		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < limit {
+		for g.ok && len(g.idle)+g.booting+g.resetting < p.cfg.ReplicasPerGolden && p.live < limit {
 			g.booting++
 			p.live++
 			p.wg.Add(1)

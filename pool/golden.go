@@ -66,6 +66,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			m.golden = nil
 			if alive(m) {
 				l := p.leaseLocked(m)
+				m.origin = g
 				p.mu.Unlock()
 				p.poke()
 				return l, nil
@@ -73,6 +74,16 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			p.mu.Unlock()
 			p.retire(m)
 			p.mu.Lock()
+		}
+		if g.resetting > 0 {
+			// A released replica is being reset in place: that is
+			// quicker than a restore. Wait for it (or any change).
+			ch := p.changed
+			p.mu.Unlock()
+			if err := p.waitChange(ctx, ch); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		p.mu.Unlock()
 		return p.restoreGolden(ctx, g)
@@ -123,6 +134,7 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 		return l, nil
 	}
 	g.snap, g.ok = snap, true
+	l.m.origin = g
 	close(g.ready)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -159,6 +171,7 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 		return nil, p.closedErr()
 	}
 	l := p.leaseLocked(m)
+	m.origin = g
 	p.watch(m)
 	p.mu.Unlock()
 	return l, nil

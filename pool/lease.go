@@ -51,8 +51,11 @@ func (l *Lease) kill(err error) {
 	close(l.dead)
 }
 
-// Release gives the sandbox back. It is dirty, so the pool destroys it in
-// the background and refills; Release returns at once and is idempotent.
+// Release gives the sandbox back. It is dirty: where the provider can
+// reset in place the pool restores it in the background to the state it
+// was leased in and keeps it warm; otherwise (or when that fails, or the
+// sandbox died) it is destroyed and the pool refills. Release returns at
+// once and is idempotent.
 func (l *Lease) Release(ctx context.Context) {
 	l.mu.Lock()
 	if l.released {
@@ -60,12 +63,12 @@ func (l *Lease) Release(ctx context.Context) {
 		return
 	}
 	l.released = true
+	dead := l.err != nil
 	l.mu.Unlock()
 	p := l.p
 	p.mu.Lock()
 	delete(p.leased, l)
 	l.m.lease = nil
-	p.signalLocked()
 	p.mu.Unlock()
-	p.retire(l.m)
+	p.recycleMember(l.m, dead)
 }

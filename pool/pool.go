@@ -49,6 +49,10 @@ type Config struct {
 	// BootBackoff is the wait after the first failed attempt, doubled
 	// after each next one (default 200 ms).
 	BootBackoff time.Duration
+	// NoReset retires every released sandbox and boots a new one, even
+	// where the provider can reset in place (the old path, kept as a
+	// benchmark baseline).
+	NoReset bool
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -61,16 +65,19 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
+	Resetting                                int    // in-place resets in flight
+	Resets, ResetFailures                    uint64 // in-place resets done, and failed (the sandbox was retired)
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
 type Pool struct {
-	prov    Provider
-	snapper Snapshotter // nil without snapshot+restore
-	forker  Forker      // nil without fork
-	caps    Capabilities
-	cfg     Config
-	sem     *semaphore.Weighted
+	prov     Provider
+	snapper  Snapshotter // nil without snapshot+restore
+	forker   Forker      // nil without fork
+	resetter Resetter    // nil without reset in place
+	caps     Capabilities
+	cfg      Config
+	sem      *semaphore.Weighted
 
 	ctx    context.Context // background work; cancelled by Close
 	cancel context.CancelFunc
@@ -89,6 +96,7 @@ type Pool struct {
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
+	recycle      recycleState
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure
@@ -100,6 +108,7 @@ type member struct {
 	sb     *Sandbox
 	guest  *client.Client
 	golden *golden // set while it is an idle replica of golden
+	origin *golden // the golden whose state it was leased in (nil: a fresh sandbox)
 	lease  *Lease  // set while leased
 	gone   chan struct{}
 	once   sync.Once
@@ -107,12 +116,13 @@ type member struct {
 
 // golden is a task's checkpoint after setup and its warm replicas.
 type golden struct {
-	key     string
-	snap    string
-	ready   chan struct{} // closed once the first setup finished (or failed)
-	ok      bool          // snap is usable
-	idle    []*member
-	booting int
+	key       string
+	snap      string
+	ready     chan struct{} // closed once the first setup finished (or failed)
+	ok        bool          // snap is usable
+	idle      []*member
+	booting   int
+	resetting int // released members being reset in place to snap
 }
 
 // New starts a pool over prov and begins warming in the background; it
@@ -174,6 +184,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if f, ok := prov.(Forker); ok && p.caps.Fork && p.snapper != nil {
 		p.forker = f
 	}
+	if r, ok := prov.(Resetter); ok && !cfg.NoReset {
+		p.resetter = r
+	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Add(1)
 	go p.filler()
@@ -188,10 +201,12 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
+		Resetting: p.recycle.warm, Resets: p.recycle.done, ResetFailures: p.recycle.failed}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
+		s.Resetting += g.resetting
 	}
 	return s
 }
@@ -309,6 +324,7 @@ func (p *Pool) leaseLocked(m *member) *Lease {
 	l := &Lease{p: p, m: m, dead: make(chan struct{})}
 	m.lease = l
 	m.golden = nil
+	m.origin = nil
 	p.leased[l] = struct{}{}
 	p.signalLocked()
 	return l
