@@ -45,6 +45,10 @@ type Server struct {
 	ReadTimeout        Duration    `json:"read_timeout"`         // reading one request, headers and body
 	WriteTimeout       Duration    `json:"write_timeout"`        // writing one reply
 	ConnIdleTimeout    Duration    `json:"conn_idle_timeout"`    // a keep-alive connection's wait for its next request
+	ResetMode          string      `json:"reset_mode,omitempty"` // in_place (default: released sandboxes are reset in place where the provider can) | reboot (retire + boot)
+	MaxCheckpoints     int         `json:"max_checkpoints"`      // named checkpoints live at once
+	MaxCheckpointBytes int64       `json:"max_checkpoint_bytes"` // bytes they may hold together
+	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 }
 
 // ReadToken fills Token from TokenFile when it is set (the file's content,

@@ -36,8 +36,8 @@ type env struct {
 // episode is one run of a task on an env; traj is guarded by mu so that
 // GET /v1/episodes can read a live episode while it steps.
 type episode struct {
-	mu    sync.Mutex
-	traj  trajectory.Trajectory
+	mu       sync.Mutex
+	traj     trajectory.Trajectory
 	start    time.Time
 	step     int
 	maxSteps int // the step budget: the task's, or lower when the reset asked
@@ -384,7 +384,8 @@ func (s *Server) spec() *api.Spec {
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
 			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
-		Limits: s.lim,
+		Limits:      s.lim,
+		Checkpoints: s.checkpointSpec(),
 	}
 	for _, v := range aci.AgentVerbs {
 		sp.Verbs = append(sp.Verbs, string(v))

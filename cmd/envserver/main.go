@@ -35,6 +35,7 @@ func main() {
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
 	quiet := flag.Bool("quiet", false, "log only errors")
+	resetMode := flag.String("reset-mode", "", "in_place (released sandboxes are reset in place where the provider can) or reboot (retire + boot; the old path)")
 	flag.Parse()
 
 	cfg, err := configs.LoadServer(*configPath)
@@ -69,6 +70,9 @@ func main() {
 	}
 	if *state != "" {
 		cfg.State = *state
+	}
+	if *resetMode != "" {
+		cfg.ResetMode = *resetMode
 	}
 	logf := log.Printf
 	if *quiet {
