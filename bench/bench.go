@@ -34,7 +34,10 @@ type Options struct {
 	Scenarios []string
 	// Pools overrides the pool sizes of the throughput scenario.
 	Pools []int
-	Logf  func(format string, args ...any) // progress; default discards
+	// ResetModes are the servers' reset modes the throughput scenario
+	// compares (in_place, reboot); default in_place alone.
+	ResetModes []string
+	Logf       func(format string, args ...any) // progress; default discards
 	// ServerLogf receives the servers' own logs; default discards.
 	ServerLogf func(format string, args ...any)
 }
@@ -79,8 +82,11 @@ type Report struct {
 	Latency    *Latency    `json:"latency,omitempty"`
 	Throughput *Throughput `json:"throughput,omitempty"`
 	Lifecycle  *Lifecycle  `json:"lifecycle,omitempty"`
-	Dedup      *Dedup      `json:"dedup,omitempty"`
-	Errors     []string    `json:"errors,omitempty"`
+	// LifecycleModes holds the lifecycle scenario of every further reset
+	// mode compared (Lifecycle is the first mode's).
+	LifecycleModes []*Lifecycle `json:"lifecycle_modes,omitempty"`
+	Dedup          *Dedup       `json:"dedup,omitempty"`
+	Errors         []string     `json:"errors,omitempty"`
 }
 
 // ReportVersion is the JSON report's schema version.
@@ -164,7 +170,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		var err error
 		switch name {
 		case "lifecycle":
-			r.Lifecycle, err = b.lifecycle(ctx)
+			var lcs []*Lifecycle
+			lcs, err = b.lifecycles(ctx)
+			if len(lcs) > 0 {
+				r.Lifecycle, r.LifecycleModes = lcs[0], lcs[1:]
+			}
 		case "latency":
 			r.Latency, err = b.latency(ctx)
 		case "dedup":

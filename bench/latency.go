@@ -64,7 +64,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 	}
 	defer srv.close()
 	c := srv.c
-	rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}, {Task: longTask}}})
+	rr, err := resetAll(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}, {Task: longTask}}})
 	if err != nil {
 		return nil, fmt.Errorf("reset: %w", err)
 	}

@@ -121,20 +121,26 @@ func restoreDirs(ctx context.Context, dir, seed string, uid, gid int) error {
 	return chown(rt, uid, gid)
 }
 
-// removeAll is os.RemoveAll that first makes directories the agent locked
-// (chmod 000) writable again.
+// removeAll is os.RemoveAll that makes directories the agent locked
+// (chmod 000) writable again, and tries again when an entry appeared while
+// it removed (the window manager, which keeps running, writes its cache
+// under home).
 func removeAll(path string) error {
-	err := os.RemoveAll(path)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	_ = filepath.WalkDir(path, func(p string, e fs.DirEntry, err error) error {
-		if e != nil && e.IsDir() {
-			_ = os.Chmod(p, 0o700)
+	var err error
+	for range 3 {
+		if err = os.RemoveAll(path); err == nil {
+			return nil
 		}
-		return nil
-	})
-	return os.RemoveAll(path)
+		if errors.Is(err, fs.ErrPermission) {
+			_ = filepath.WalkDir(path, func(p string, e fs.DirEntry, err error) error {
+				if e != nil && e.IsDir() {
+					_ = os.Chmod(p, 0o700)
+				}
+				return nil
+			})
+		}
+	}
+	return err
 }
 
 // SnapshotBytes implements pool.SnapshotSizer: the bytes of the snapshot's
