@@ -22,7 +22,7 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
-	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = 2*pool+8
+	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what 3/4 of available memory holds at 64 MiB each, at least 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
 	LeaseTimeout       Duration    `json:"lease_timeout"`        // wait for a free sandbox before pool_exhausted
 	State              string      `json:"state"`                // trajectories, frames and sandbox state live here

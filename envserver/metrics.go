@@ -10,17 +10,18 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	requests    *prometheus.CounterVec   // route, code
-	resets      *prometheus.CounterVec   // outcome
-	steps       *prometheus.CounterVec   // outcome
-	forks       *prometheus.CounterVec   // outcome
-	checkpoints *prometheus.CounterVec   // created, deleted, expired
-	stepSecs    prometheus.Histogram     // one env's step, server side
-	reqSecs     *prometheus.HistogramVec // route
-	frames      *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
-	framesSent  *prometheus.CounterVec   // result: sent|skipped_have
-	bytesSent   prometheus.Counter
-	episodes    *prometheus.CounterVec // exit_reason
+	requests       *prometheus.CounterVec   // route, code
+	resets         *prometheus.CounterVec   // outcome
+	steps          *prometheus.CounterVec   // outcome
+	forks          *prometheus.CounterVec   // outcome
+	checkpoints    *prometheus.CounterVec   // created, deleted, expired
+	framesRecorded *prometheus.CounterVec   // stored, dropped, error
+	stepSecs       prometheus.Histogram     // one env's step, server side
+	reqSecs        *prometheus.HistogramVec // route
+	frames         *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
+	framesSent     *prometheus.CounterVec   // result: sent|skipped_have
+	bytesSent      prometheus.Counter
+	episodes       *prometheus.CounterVec // exit_reason
 }
 
 func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
@@ -29,6 +30,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.resets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_resets_total", Help: "Env resets by outcome (ok or error code)."}, []string{"outcome"})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok or error code)."}, []string{"outcome"})
+	m.framesRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_recorded_total", Help: "Frames handed to the trajectory store by result (stored, dropped: the write queue was full, error)."}, []string{"result"})
 	m.checkpoints = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_checkpoints_total", Help: "Named checkpoints created, deleted and expired."}, []string{"event"})
 	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
 	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
@@ -39,7 +41,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.framesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_sent_total", Help: "Frames per reply: sent, or skipped because the client listed them in have."}, []string{"result"})
 	m.bytesSent = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_bytes_sent_total", Help: "Response body bytes sent."})
 	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
-	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.checkpoints, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+	for _, c := range []prometheus.Collector{m.requests, m.resets, m.steps, m.forks, m.checkpoints, m.framesRecorded, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
 	// Series with a closed label set exist from the start, so a reader

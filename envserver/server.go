@@ -137,6 +137,7 @@ type Server struct {
 	envs     map[string]*env
 	episodes map[string]*episode // live and recently finished, by episode id
 	ck       checkpoints
+	rec      *frameRecorder // nil unless frames are recorded
 	wg       sync.WaitGroup // background goroutines
 }
 
@@ -185,6 +186,9 @@ func New(cfg Config) (*Server, error) {
 		// up to MaxRequestBodySize.
 		HeaderReceived:  s.headerReceived,
 		ContinueHandler: s.authorizedHeader,
+	}
+	if cfg.Store != nil && cfg.RecordFrames {
+		s.rec = newFrameRecorder(cfg.Store, maxFrameQueue, cfg.Logf, func(r string) { s.m.framesRecorded.WithLabelValues(r).Inc() })
 	}
 	s.wg.Add(2)
 	go s.reapIdle()
@@ -244,6 +248,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closeEnv(ctx, id)
 	}
 	s.wg.Wait()
+	if s.rec != nil {
+		s.rec.close()
+	}
 	return err
 }
 

@@ -29,7 +29,9 @@ import (
 type Config struct {
 	// Size is the number of warm general sandboxes kept ahead (default 4).
 	Size int
-	// MaxSandboxes caps all live sandboxes of the pool (default 2*Size+8).
+	// MaxSandboxes caps all live sandboxes of the pool (default: as many
+	// as three quarters of the memory available at start holds at 64 MiB
+	// each, at least 2*Size+8).
 	MaxSandboxes int
 	// MaxConcurrentBoots bounds boots in flight (default 2).
 	MaxConcurrentBoots int
@@ -139,7 +141,7 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 		cfg.Size = 4
 	}
 	if cfg.MaxSandboxes == 0 {
-		cfg.MaxSandboxes = 2*cfg.Size + 8
+		cfg.MaxSandboxes = max(2*cfg.Size+8, machineRoom())
 	}
 	if cfg.MaxSandboxes < cfg.Size {
 		return nil, fmt.Errorf("pool: MaxSandboxes %d < Size %d", cfg.MaxSandboxes, cfg.Size)
