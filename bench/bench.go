@@ -52,7 +52,6 @@ type sizes struct {
 	latencySteps  int           // steps per mode and baseline
 	pools         []int         // throughput pool sizes
 	window        time.Duration // throughput measurement window per point
-	warmup        time.Duration // throughput warm-up per point, not counted
 	coldTasks     int           // distinct tasks reset cold
 	warmResets    int           // warm resets measured
 	forkNs        []int         // fork sizes
@@ -63,10 +62,10 @@ type sizes struct {
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4}
+		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 2 * time.Second,
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 3}
 	}
-	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
+	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second,
 		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12}
 }
 

@@ -443,3 +443,42 @@ func TestReleaseResetsInPlace(t *testing.T) {
 		t.Errorf("resets %d→%d, boots %d→%d; want one reset and no boot", before.Resets, after.Resets, before.Boots, after.Boots)
 	}
 }
+
+// TestBurstQueuesWithinRoom: a burst of golden leases far larger than the
+// warm pool (and than the old cap of 2*size+8) queues for boots and is
+// served in full while the machine has room, never pool_exhausted.
+func TestBurstQueuesWithinRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots 16 sandboxes")
+	}
+	prov := newProvider(t)
+	p := newPool(t, prov, pool.Config{Size: 2, ReplicasPerGolden: 1, LeaseTimeout: 3 * time.Minute})
+	const n = 16 // over 2*2+8
+	var wg sync.WaitGroup
+	leases := make([]*pool.Lease, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			leases[i], errs[i] = p.LeaseGolden(ctxT(t), "burst", func(ctx context.Context, l *pool.Lease) error {
+				return l.Guest().PutFile(ctx, wire.PutFileArgs{Path: "/tmp/burst", Data: []byte("b")})
+			})
+		})
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("lease %d of the burst: %v", i, err)
+			continue
+		}
+		if ids[leases[i].ID()] {
+			t.Errorf("sandbox %s leased twice in the burst", leases[i].ID())
+		}
+		ids[leases[i].ID()] = true
+	}
+	for _, l := range leases {
+		if l != nil {
+			l.Release(ctxT(t))
+		}
+	}
+}
