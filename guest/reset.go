@@ -141,6 +141,12 @@ func (s *Server) resetPhase(ctx context.Context, a wire.ResetArgs) (*wire.ResetR
 		if err != nil {
 			return nil, err
 		}
+		// The window manager may have loaded a configuration the episode
+		// wrote (openbox runs commands bound to keys): have it read the
+		// restored one before anything else runs.
+		if err := s.x.run(ctx, 0, func(x *xconn) error { return x.reconfigureWM() }); err != nil {
+			return nil, err
+		}
 		if err := s.Relaunch(ctx); err != nil {
 			return nil, err
 		}
@@ -402,4 +408,17 @@ func kcBytes(k []xproto.Keycode) []byte {
 		out[i] = byte(v)
 	}
 	return out
+}
+
+// reconfigureWM asks the window manager to reload its configuration
+// (openbox's _OB_CONTROL reconfigure; other window managers ignore it).
+func (x *xconn) reconfigureWM() error {
+	ctl, err := x.atom("_OB_CONTROL")
+	if err != nil {
+		return err
+	}
+	ev := xproto.ClientMessageEvent{Format: 32, Window: x.root, Type: ctl,
+		Data: xproto.ClientMessageDataUnionData32New([]uint32{1, 0, 0, 0, 0})}
+	xproto.SendEvent(x.c, false, x.root, xproto.EventMaskSubstructureRedirect|xproto.EventMaskSubstructureNotify, string(ev.Bytes()))
+	return x.sync()
 }
