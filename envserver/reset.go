@@ -158,8 +158,10 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	t1 := time.Now()
 	// Apps a restored sandbox relaunched may still be drawing: the first
 	// observation settles as after an action, so replicas of one checkpoint
-	// start pixel-identical.
-	obs, data, settle, err := s.observe(ctx, e, b, nil, true)
+	// start pixel-identical. A replica that sat idle past every settle
+	// bound has finished drawing: its capture settles only on damage seen
+	// in the quiet period (none), without waiting for a first one.
+	obs, data, settle, err := s.observe(ctx, e, b, nil, !settledIdle(lease, b))
 	if err != nil {
 		s.died(e, err)
 		s.register(e, re.EnvID == "")

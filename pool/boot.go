@@ -163,6 +163,7 @@ func (p *Pool) bootGeneral() {
 		p.retire(m)
 		return
 	}
+	m.idleSince = time.Now()
 	p.warm = append(p.warm, m)
 	p.watch(m)
 	p.signalLocked()
@@ -188,6 +189,7 @@ func (p *Pool) bootReplica(g *golden) {
 		return
 	}
 	m.golden = g
+	m.idleSince = time.Now()
 	g.idle = append(g.idle, m)
 	p.watch(m)
 	p.signalLocked()

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/shinken-rl/shinken/guest/client"
 )
@@ -14,10 +15,17 @@ type Lease struct {
 	m    *member
 	dead chan struct{}
 
+	idleFor time.Duration // how long the sandbox sat idle before this lease
+
 	mu       sync.Mutex
 	err      error
 	released bool
 }
+
+// IdleFor is how long the sandbox sat ready and untouched before this
+// lease (0 when it was booted, restored or reset for the lease itself):
+// a sandbox idle for longer than any settle bound has finished drawing.
+func (l *Lease) IdleFor() time.Duration { return l.idleFor }
 
 // ID is the sandbox's id.
 func (l *Lease) ID() string { return l.m.sb.ID }

@@ -111,9 +111,12 @@ type member struct {
 	guest  *client.Client
 	golden *golden // set while it is an idle replica of golden
 	origin *golden // the golden whose state it was leased in (nil: a fresh sandbox)
-	lease  *Lease  // set while leased
-	gone   chan struct{}
-	once   sync.Once
+	// idleSince is when it last became idle, ready to lease (zero: it
+	// was made for the lease that holds it).
+	idleSince time.Time
+	lease     *Lease // set while leased
+	gone      chan struct{}
+	once      sync.Once
 }
 
 // golden is a task's checkpoint after setup and its warm replicas.
@@ -324,6 +327,10 @@ func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
 // leaseLocked wraps m into a lease.
 func (p *Pool) leaseLocked(m *member) *Lease {
 	l := &Lease{p: p, m: m, dead: make(chan struct{})}
+	if !m.idleSince.IsZero() {
+		l.idleFor = time.Since(m.idleSince)
+	}
+	m.idleSince = time.Time{}
 	m.lease = l
 	m.golden = nil
 	m.origin = nil

@@ -81,6 +81,7 @@ func (p *Pool) recycleMember(m *member, dead bool) {
 			p.poke()
 			return
 		}
+		m.idleSince = time.Now()
 		if g != nil {
 			m.golden = g
 			g.idle = append(g.idle, m)
@@ -124,6 +125,11 @@ func isGone(m *member) bool {
 // then idle golden replicas) for a reset in place.
 func (p *Pool) takeIdleLocked(n int) []*member {
 	var out []*member
+	defer func() {
+		for _, m := range out {
+			m.idleSince = time.Time{} // it is reset for the caller's lease
+		}
+	}()
 	for len(out) < n {
 		if m := p.takeWarmLocked(); m != nil {
 			out = append(out, m)
