@@ -62,7 +62,7 @@ type sizes struct {
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 2 * time.Second,
+		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second,
 			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 3}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second,
