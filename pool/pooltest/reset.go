@@ -125,6 +125,19 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 	_ = last
 	// Typing still works on the restored keyboard mapping.
 	act(t, c2, aci.Action{Verb: aci.TypeText, Text: "ü"})
+
+	// A second episode rewrites a file in place at the same size and sets
+	// its times back, and swaps a directory for a file: the next reset
+	// must still restore them.
+	MustSh(t, c2, `f="$HOME/golden.txt"; t=$(stat -c %Y "$f"); printf 'GOLDEN\n' > "$f"; touch -d "@$t" "$f";
+		rm -rf /home/workspace/w && echo x > /home/workspace/w`)
+	if err := r.ResetInPlace(ctx, sb.ID, snap); err != nil {
+		t.Fatalf("second ResetInPlace: %v", err)
+	}
+	c3 := Dial(t, sb)
+	if got := MustSh(t, c3, `cat "$HOME/golden.txt" /home/workspace/w/f.txt`); got != "golden\nws" {
+		t.Errorf("after a second reset: contents = %q; want %q", got, "golden\nws")
+	}
 }
 
 func act(t *testing.T, c *client.Client, a aci.Action) *wire.ActResult {

@@ -105,6 +105,10 @@ type box struct {
 	dead    chan struct{} // closed after the init was reaped
 	pidNS   string        // pid namespace id, "" when unconfined
 	exitErr error         // valid after dead is closed
+	// restored says what the writable dirs held when they were last
+	// restored (see restoreDirs); guarded by resetMu.
+	resetMu  sync.Mutex
+	restored *restoreState
 }
 
 var _ interface {
@@ -371,6 +375,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	if err := makeDirs(dir, seed, uid, gid); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
+	b.restored = scanRestored(dir, seed)
 	cmd, err := p.command(spec, b, seed != "", uid, gid)
 	if err != nil {
 		return nil, err

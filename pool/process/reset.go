@@ -59,7 +59,10 @@ func (p *Provider) ResetInPlace(ctx context.Context, id, snap string) error {
 	if b.uid != 0 {
 		uid, gid = b.uid, b.uid
 	}
-	if err := restoreDirs(ctx, b.dir, seed, uid, gid); err != nil {
+	b.resetMu.Lock()
+	err = b.restore(ctx, seed, uid, gid)
+	b.resetMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("process: reset %s: restore: %w", id, err)
 	}
 	if _, err := c.Reset(ctx, wire.ResetStart); err != nil {
