@@ -291,6 +291,13 @@ func Table(r *Report) string {
 		tw.Flush()
 		sb.WriteString("\n")
 	}
+	for _, bu := range r.Bursts {
+		fmt.Fprintf(&sb, "Burst (reset mode %s): %d resets at once on pool %d: %d ok, %d failed %v; reset p50 %.0f p95 %.0f ms; then one step per %s each: %d steps (%d errors), p50 %.0f p95 %.0f ms; %.1f MiB PSS per desktop (%d measured)\n",
+			bu.ResetMode, bu.Envs, bu.Pool, bu.ResetsOK, bu.ResetFailures, bu.FailCodes, bu.Reset.P50, bu.Reset.P95, burstPeriod, bu.Steps, bu.StepErrors, bu.Step.P50, bu.Step.P95, bu.Memory.PSSMiB, bu.Memory.Sandboxes)
+	}
+	if len(r.Bursts) > 0 {
+		sb.WriteString("\n")
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&sb, "FAILED %s\n", e)
 	}
@@ -397,6 +404,15 @@ func Markdown(r *Report, charts []ChartFile) string {
 			}
 		}
 		sb.WriteString("Shared cache off = the server's frame cache bound set to 1 byte, so nothing is cached.\n\n")
+	}
+	if len(r.Bursts) > 0 {
+		sb.WriteString("## Bursts and density\n\n")
+		sb.WriteString("| reset mode | pool | resets at once | ok | failed | reset p50 ms | reset p95 ms | steps | step p50 ms | step p95 ms | PSS MiB per desktop |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, bu := range r.Bursts {
+			fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d %v | %.0f | %.0f | %d | %.0f | %.0f | %.1f |\n", bu.ResetMode, bu.Pool, bu.Envs, bu.ResetsOK, bu.ResetFailures, bu.FailCodes,
+				bu.Reset.P50, bu.Reset.P95, bu.Steps, bu.Step.P50, bu.Step.P95, bu.Memory.PSSMiB)
+		}
+		fmt.Fprintf(&sb, "\nHow: %s.\n\n", r.Bursts[0].Method)
 	}
 	if len(charts) > 0 {
 		sb.WriteString("## Charts\n\n")
