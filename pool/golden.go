@@ -86,6 +86,9 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			continue
 		}
 		p.mu.Unlock()
+		if l := p.resetIdleInto(g); l != nil {
+			return l, nil
+		}
 		return p.restoreGolden(ctx, g)
 	}
 }

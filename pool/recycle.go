@@ -173,3 +173,42 @@ func (p *Pool) resetIdle(ms []*member, snap string) []*member {
 	}
 	return out
 }
+
+// resetIdleInto leases an idle sandbox (a warm one, else another golden's
+// idle replica) reset in place to g's snapshot: a fraction of a boot, so
+// a burst of resets on one task is served by the warm pool first. It
+// returns nil when none is idle or the reset failed (the caller boots).
+func (p *Pool) resetIdleInto(g *golden) *Lease {
+	if p.resetter == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	ms := p.takeIdleLocked(1)
+	if len(ms) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	g.resetting++
+	p.mu.Unlock()
+	ok := p.resetIdle(ms, g.snap)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g.resetting--
+	p.signalLocked()
+	if len(ok) == 0 {
+		return nil
+	}
+	m := ok[0]
+	if p.closed {
+		go p.retire(m)
+		return nil
+	}
+	l := p.leaseLocked(m)
+	m.origin = g
+	p.poke()
+	return l
+}
