@@ -4,6 +4,7 @@
 //	bench --quick --out bench-out     # the CI smoke run, under 2 minutes
 //	bench --out bench-out             # the full set
 //	bench --scenarios latency,dedup   # some scenarios only
+//	bench --scenarios throughput,burst --reset-mode in_place,reboot   # reset in place beside retire + boot
 //
 // guestd must sit next to the bench binary (make build puts both in bin/)
 // or be passed with --guestd.
