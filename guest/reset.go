@@ -106,7 +106,12 @@ func (s *Server) resetPhase(ctx context.Context, a wire.ResetArgs) (*wire.ResetR
 	// One reset (or verifier) at a time: the sweep must not race a score.
 	s.score.Lock()
 	defer s.score.Unlock()
-	out := &wire.ResetResult{}
+	out := &wire.ResetResult{PhasesUS: map[string]int64{}}
+	mark := time.Now()
+	phase := func(name string) {
+		out.PhasesUS[name] = time.Since(mark).Microseconds()
+		mark = time.Now()
+	}
 	switch a.Phase {
 	case wire.ResetClear:
 		kctx, cancel := context.WithTimeout(ctx, resetTimeout)
@@ -124,15 +129,18 @@ func (s *Server) resetPhase(ctx context.Context, a wire.ResetArgs) (*wire.ResetR
 		if err != nil {
 			return nil, err
 		}
+		phase("kill")
 		if err := clearIPC(); err != nil {
 			return nil, err
 		}
+		phase("ipc")
 		s.x.clipMu.Lock()
 		s.x.clipText = ""
 		s.x.clipMu.Unlock()
-		if err := s.x.run(kctx, resetTimeout, func(x *xconn) error { return x.resetX(kctx, base) }); err != nil {
+		if err := s.x.run(kctx, resetTimeout, func(x *xconn) error { return x.resetX(base) }); err != nil {
 			return nil, err
 		}
+		phase("x")
 		s.apps.mu.Lock()
 		s.apps.list = nil
 		s.apps.mu.Unlock()
@@ -141,16 +149,26 @@ func (s *Server) resetPhase(ctx context.Context, a wire.ResetArgs) (*wire.ResetR
 		if err != nil {
 			return nil, err
 		}
-		// The window manager may have loaded a configuration the episode
-		// wrote (openbox runs commands bound to keys): have it read the
-		// restored one before anything else runs.
-		if err := s.x.run(ctx, 0, func(x *xconn) error { return x.reconfigureWM() }); err != nil {
+		// The killed clients' windows went away while the host restored
+		// the files; then the window manager, which may have loaded a
+		// configuration the episode wrote (openbox runs commands bound to
+		// keys), reads the restored one before anything else runs.
+		wctx, cancel := context.WithTimeout(ctx, resetTimeout)
+		defer cancel()
+		if err := s.x.run(wctx, resetTimeout, func(x *xconn) error {
+			if err := x.awaitNoClients(wctx); err != nil {
+				return err
+			}
+			phase("windows")
+			return x.reconfigureWM()
+		}); err != nil {
 			return nil, err
 		}
 		if err := s.Relaunch(ctx); err != nil {
 			return nil, err
 		}
 		out.Launched = len(apps)
+		phase("relaunch")
 	default:
 		return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase %q: want %q or %q", a.Phase, wire.ResetClear, wire.ResetStart)
 	}
@@ -284,9 +302,8 @@ func clearIPC() error {
 // resetX returns the X server's state to b: held buttons and keys
 // released, mappings restored, the clipboard given up, the root's
 // background, cursor and new properties dropped, the screen saver reset,
-// the pointer and focus put back; it then waits (bounded) until no client
-// window is left.
-func (x *xconn) resetX(ctx context.Context, b *xBaseline) error {
+// the pointer and focus put back.
+func (x *xconn) resetX(b *xBaseline) error {
 	// Release whatever the episode left pressed.
 	if qp, err := xproto.QueryPointer(x.c, x.root).Reply(); err == nil {
 		for btn := byte(1); btn <= 5; btn++ {
@@ -368,8 +385,14 @@ func (x *xconn) resetX(ctx context.Context, b *xBaseline) error {
 	if err := x.sync(); err != nil {
 		return err
 	}
-	// The killed clients' windows go once the server sees their
-	// connections close; the window manager then drops them from its list.
+	x.d.last = lastCapture{}
+	return nil
+}
+
+// awaitNoClients waits until the window manager lists no client window:
+// the killed clients' windows go once the server sees their connections
+// close, and the window manager then drops them from its list.
+func (x *xconn) awaitNoClients(ctx context.Context) error {
 	for {
 		wake := x.windowsChan()
 		list, _ := x.clientList()
@@ -386,7 +409,6 @@ func (x *xconn) resetX(ctx context.Context, b *xBaseline) error {
 		}
 		t.Stop()
 	}
-	x.d.last = lastCapture{}
 	return nil
 }
 

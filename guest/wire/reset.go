@@ -10,8 +10,10 @@ package wire
 //	       guestd recorded at start: buttons and keys released, keyboard and
 //	       modifier mappings, clipboard, root background, cursor and
 //	       properties, screen saver, pointer position and input focus.
-//	start: the apps recorded in the state directory are launched again (as
-//	       on a restored boot with --relaunch).
+//	start: once the killed clients' windows are gone and the window
+//	       manager reloaded its configuration, the apps recorded in the state
+//	       directory are launched again (as on a restored boot with
+//	       --relaunch).
 const MethodReset = "reset"
 
 // Reset phases.
@@ -30,4 +32,8 @@ type ResetResult struct {
 	Killed   int   `msgpack:"killed,omitempty"`   // processes ended (clear)
 	Launched int   `msgpack:"launched,omitempty"` // apps relaunched (start)
 	TookUS   int64 `msgpack:"took_us"`
+	// PhasesUS splits TookUS: kill, ipc, x (state restored) in clear;
+	// windows (waiting for the killed clients' windows to go) and relaunch
+	// in start.
+	PhasesUS map[string]int64 `msgpack:"phases_us,omitempty"`
 }
