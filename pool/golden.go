@@ -75,12 +75,19 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			p.retire(m)
 			p.mu.Lock()
 		}
-		if g.resetting > 0 {
-			// A released replica is being reset in place: that is
-			// quicker than a restore. Wait for it (or any change).
+		if g.resetting > g.waiting {
+			// A released replica is being reset in place, and no other
+			// lease waits for it: that is quicker than a restore. Wait
+			// for it (or any change). Leases beyond the resets in
+			// flight go on at once (a burst boots in parallel).
+			g.waiting++
 			ch := p.changed
 			p.mu.Unlock()
-			if err := p.waitChange(ctx, ch); err != nil {
+			err := p.waitChange(ctx, ch)
+			p.mu.Lock()
+			g.waiting--
+			p.mu.Unlock()
+			if err != nil {
 				return nil, err
 			}
 			continue

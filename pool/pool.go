@@ -128,6 +128,7 @@ type golden struct {
 	idle      []*member
 	booting   int
 	resetting int // released members being reset in place to snap
+	waiting   int // leases waiting for one of those resets
 }
 
 // New starts a pool over prov and begins warming in the background; it
