@@ -153,3 +153,32 @@ func TestCheckpointBytesLimit(t *testing.T) {
 		t.Fatalf("checkpoint of 70 MB with a 64 MiB limit = %d %v; want 429 checkpoint_limit", status, err)
 	}
 }
+
+// TestCheckpointIdleTTL: a checkpoint nobody uses for checkpoint_ttl is
+// deleted (its id then answers not_found); one in use is kept.
+func TestCheckpointIdleTTL(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Pool: 1, Edit: func(c *configs.Server) {
+		c.CheckpointTTL = configs.Duration(500 * time.Millisecond)
+	}})
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
+	env := r.Results[0].EnvID
+	defer closeEnvs(s, env)
+	ck := checkpointOf(t, s, env)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var del api.CheckpointDeleteReply
+		if metric(t, s, `shinken_checkpoints_total{event="expired"}`) >= 1 {
+			if _, _, err := s.Call("/v1/checkpoint/delete", api.CheckpointDeleteRequest{Checkpoints: []string{ck.Checkpoint}}, &del); err != nil {
+				t.Fatal(err)
+			}
+			if len(del.Deleted) != 0 {
+				t.Errorf("checkpoint %s still listed after it expired", ck.Checkpoint)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %s not expired 20 s after a TTL of 500 ms", ck.Checkpoint)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -32,6 +32,9 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok or error code)."}, []string{"outcome"})
 	m.framesRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_recorded_total", Help: "Frames handed to the trajectory store by result (stored, dropped: the write queue was full, error)."}, []string{"result"})
 	m.checkpoints = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_checkpoints_total", Help: "Named checkpoints created, deleted and expired."}, []string{"event"})
+	for _, e := range []string{"created", "deleted", "expired"} {
+		m.checkpoints.WithLabelValues(e)
+	}
 	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
 	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}})
