@@ -65,7 +65,7 @@ type sizes struct {
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second,
+		return sizes{latencySteps: 10, pools: []int{1, 2, 4}, window: 2500 * time.Millisecond,
 			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 3,
 			burstPool: 2, burstEnvs: 8, burstWindow: 6 * time.Second}
 	}
