@@ -109,11 +109,24 @@ func run() error {
 				return nil
 			}
 			return []int{sess.XPid()}
+		}, Keep: func() []int {
+			if sess == nil {
+				return nil
+			}
+			return []int{sess.WMPid()}
 		}, Logf: log.Printf})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	if sess != nil {
+		// What an in-place reset returns the X server to.
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := srv.Baseline(bctx); err != nil {
+			log.Printf("guestd: %v", err)
+		}
+		cancel()
+	}
 	if *relaunch {
 		if err := srv.Relaunch(ctx); err != nil {
 			log.Printf("guestd: %v", err)

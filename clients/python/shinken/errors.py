@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "TransportError", "StepTimeout", "ProtocolError",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "CheckpointLimit", "TransportError", "StepTimeout", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -159,6 +159,11 @@ class AgentError(ShinkenError):
     code, http_status = "agent_error", 422
 
 
+class CheckpointLimit(ShinkenError):
+    """Too many named checkpoints, or too many bytes of them: delete some."""
+    code, http_status = "checkpoint_limit", 429
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -220,6 +225,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
+        CheckpointLimit,
     )
 }
 
