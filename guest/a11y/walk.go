@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ func (w *walker) read(ctx context.Context, r objRef, parent, depth int) (*node, 
 	}
 	n.states = bitsOf(states)
 	if v, ok := props["Name"].Value().(string); ok {
-		n.name = v
+		n.name = strings.TrimSpace(v) // GTK pads menu items for their accelerators
 	}
 	if v, ok := props["ChildCount"].Value().(int32); ok {
 		n.nkids = int(v)
