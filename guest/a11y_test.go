@@ -183,7 +183,7 @@ func TestA11yIDsAndDiff(t *testing.T) {
 	text := mustFind(t, t0, "text", "")
 	file := mustFind(t, t0, "menu", "File")
 
-	act(t, d, aci.Action{Verb: aci.TypeText, Text: "hello tree"})
+	actSettled(t, d, aci.Action{Verb: aci.TypeText, Text: "hello tree"})
 	t2 := tree(t, d, aci.A11yDiff)
 	if !t2.Diff || t2.Base != t0.Rev || t2.Rev != t0.Rev+1 {
 		t.Fatalf("diff after typing: diff %v base %d rev %d; want a diff against rev %d", t2.Diff, t2.Base, t2.Rev, t0.Rev)
@@ -198,7 +198,7 @@ func TestA11yIDsAndDiff(t *testing.T) {
 		t.Fatalf("diff after typing lacks the text element %s with its new value:\n%s", text.ID, t2.Text)
 	}
 
-	act(t, d, aci.Action{Verb: aci.Click, Target: aci.Ref(file.ID)})
+	actSettled(t, d, aci.Action{Verb: aci.Click, Target: aci.Ref(file.ID)})
 	t3 := tree(t, d, aci.A11yDiff)
 	full := tree(t, d, aci.A11yFull)
 	quit, ok := find(full, "menu item", "Quit")
@@ -215,24 +215,24 @@ func TestA11yIDsAndDiff(t *testing.T) {
 		t.Errorf("File menu is %s after it opened; was %s", e.ID, file.ID)
 	}
 
-	act(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
+	actSettled(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
 	t4 := tree(t, d, aci.A11yDiff)
 	if !t4.Diff || !slices.Contains(t4.Removed, quit.ID) || !strings.Contains(t4.Text, "- removed ") {
 		t.Fatalf("diff after closing the menu: diff %v removed %v; want %s among the removed:\n%s", t4.Diff, t4.Removed, quit.ID, t4.Text)
 	}
 	// Reopened, the same item keeps its id: it is the same element.
-	act(t, d, aci.Action{Verb: aci.Click, Target: aci.Ref(file.ID)})
+	actSettled(t, d, aci.Action{Verb: aci.Click, Target: aci.Ref(file.ID)})
 	again := tree(t, d, aci.A11yFull)
 	if q, _ := find(again, "menu item", "Quit"); q.ID != quit.ID {
 		t.Errorf("reopened Quit item is %s; was %s", q.ID, quit.ID)
 	}
-	act(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
+	actSettled(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
 
 	// A dialog opens (a second top-level of the app) and closes.
-	act(t, d, aci.Action{Verb: aci.Key, Keys: "ctrl+o"})
+	actSettled(t, d, aci.Action{Verb: aci.Key, Keys: "ctrl+o"})
 	withDialog := tree(t, d, aci.A11yFull)
 	dlg := mustFind(t, withDialog, "file chooser", "")
-	act(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
+	actSettled(t, d, aci.Action{Verb: aci.Key, Keys: "Escape"})
 	closed := tree(t, d, aci.A11yDiff)
 	if !closed.Diff || !slices.Contains(closed.Removed, dlg.ID) {
 		t.Fatalf("diff after closing the dialog: diff %v; want %s among the removed %v:\n%s", closed.Diff, dlg.ID, closed.Removed, closed.Text)
