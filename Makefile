@@ -11,7 +11,7 @@ PROVIDER    ?= process
 TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
 # Debian packages: the desktop inside sandboxes, the bench baseline (xdotool,
 # scrot), the Python client's dependencies, and debootstrap for the image.
-DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator \
+DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator dbus at-spi2-core libatk-adaptor libgail-common libnss-wrapper \
                fonts-dejavu-core python3-msgpack python3-numpy python3-pil python3-pytest \
                debootstrap
 GO_BINS     := envserver guestd rollout bench

@@ -57,8 +57,11 @@ type Element struct {
 // whole (Info.Diff false).
 type A11yTree struct {
 	A11yInfo `msgpack:",inline" json:"info"`
-	Hash     string    `msgpack:"hash" json:"hash"`
-	Text     string    `msgpack:"text" json:"text"`
+	Hash     string `msgpack:"hash" json:"hash"`
+	Text     string `msgpack:"text" json:"text"`
+	// FullText is the whole tree's text when Text is a diff (what Hash
+	// addresses); empty otherwise. It stays between guest and server.
+	FullText string    `msgpack:"full_text,omitempty" json:"full_text,omitempty"`
 	Elements []Element `msgpack:"elements" json:"elements"`
 }
 

@@ -130,7 +130,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		s.register(e, re.EnvID == "")
 		return fail(e.id, err)
 	}
-	ep.traj.InitFrame = obs.Frame
+	ep.traj.InitFrame, ep.traj.InitTree = obs.Frame, obs.Tree
 	s.register(e, re.EnvID == "")
 	return slot{
 		res: api.Result{

@@ -33,8 +33,8 @@ func a11yMode(mode string) (string, error) {
 }
 
 // observeTree takes the structured observation an observe asked for; nil
-// when it asked for none. A sandbox without an accessibility bus answers
-// unsupported; a tree that cannot be read is a tree with Error set, never a
+// when it asked for none. A tree that cannot be read (no accessibility bus,
+// an application that does not answer) is a tree with Error set, never a
 // failed observation.
 func (s *Server) observeTree(ctx context.Context, o wire.ObserveArgs) (*aci.A11yTree, error) {
 	mode, err := a11yMode(o.A11y)
@@ -50,7 +50,7 @@ func (s *Server) observeTree(ctx context.Context, o wire.ObserveArgs) (*aci.A11y
 		return nil, nil
 	}
 	if s.a11y == nil {
-		return nil, aci.Errorf(aci.CodeUnsupported, "observe: this sandbox has no accessibility bus (observe.a11y needs at-spi2-core in the sandbox)")
+		return &aci.A11yTree{A11yInfo: aci.A11yInfo{Error: aci.Errorf(aci.CodeUnsupported, "observe: this sandbox has no accessibility bus (observe.a11y needs dbus and at-spi2-core in the sandbox)")}}, nil
 	}
 	pid := 0
 	s.x.run(ctx, 0, func(x *xconn) error {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -106,13 +108,17 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, l
 	}
 	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS")
 	env = withDefault(env, "DISPLAY", display)
+	denv, err := daemonEnv(dir, env, as)
+	if err != nil {
+		return fail(err)
+	}
 	for _, kind := range []string{"session", "accessibility"} {
 		sock := filepath.Join(dir, kind)
 		conf := filepath.Join(dir, kind+".conf")
 		if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, kind, sock)), 0o644); err != nil {
 			return fail(fmt.Errorf("guest: bus: %w", err))
 		}
-		addr, err := b.startDaemon(ctx, kind, conf, env, as, logDir)
+		addr, err := b.startDaemon(ctx, kind, conf, denv, as, logDir)
 		if err != nil {
 			return fail(err)
 		}
@@ -216,6 +222,42 @@ func waitName(ctx context.Context, addr, name string, died <-chan struct{}) erro
 	}, died)
 }
 
+// nssWrapper is the NSS shim that lends a dbus-daemon password entries
+// (Debian libnss-wrapper).
+var nssWrapper = []string{"/usr/lib/x86_64-linux-gnu/libnss_wrapper.so", "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so", "/usr/lib/libnss_wrapper.so"}
+
+// daemonEnv is the environment of the bus daemons. dbus-daemon looks up
+// every connecting uid in the password database (its groups decide policy)
+// and drops a connection whose uid has none; a sandbox's agent uid may have
+// no entry (the host's /etc, read-only). Then the daemons get one through
+// nss_wrapper: the agent and root, in files in the bus directory.
+func daemonEnv(dir string, env []string, as *Identity) ([]string, error) {
+	if !as.distinct() {
+		return env, nil
+	}
+	if _, err := user.LookupId(strconv.Itoa(as.UID)); err == nil {
+		return env, nil
+	}
+	lib := ""
+	for _, p := range nssWrapper {
+		if _, err := os.Stat(p); err == nil {
+			lib = p
+			break
+		}
+	}
+	if lib == "" {
+		return nil, fmt.Errorf("guest: bus: uid %d has no password entry and libnss_wrapper is missing (Debian libnss-wrapper)", as.UID)
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nagent:x:%d:%d:agent:/nonexistent:/bin/sh\n", as.UID, as.GID)
+	group := fmt.Sprintf("root:x:0:\nagent:x:%d:\n", as.GID)
+	for name, body := range map[string]string{"passwd": passwd, "group": group} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return nil, fmt.Errorf("guest: bus: %w", err)
+		}
+	}
+	return append(env[:len(env):len(env)], "LD_PRELOAD="+lib, "NSS_WRAPPER_PASSWD="+filepath.Join(dir, "passwd"), "NSS_WRAPPER_GROUP="+filepath.Join(dir, "group")), nil
+}
+
 // Env is what apps in the session need to find the buses.
 func (b *Bus) Env() []string {
 	// GTK 3 bridges on its own; GTK 2 apps (pcmanfm) load the bridge as a
@@ -282,7 +324,13 @@ func (s *Session) startBus(ctx context.Context, cfg SessionConfig) {
 	}
 	b, err := StartBus(ctx, cfg.Display, cfg.Env, cfg.WMAs, cfg.LogDir)
 	if err != nil {
-		cfg.Logf("guest: %v: the session has no accessibility bus", err)
+		msg := ""
+		if cfg.LogDir != "" {
+			if b, rerr := os.ReadFile(filepath.Join(cfg.LogDir, "bus.log")); rerr == nil && len(b) > 0 {
+				msg = " (bus.log: " + strings.TrimSpace(string(b[max(0, len(b)-600):])) + ")"
+			}
+		}
+		cfg.Logf("guest: %v%s: the session has no accessibility bus", err, msg)
 		return
 	}
 	s.bus = b

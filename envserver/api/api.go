@@ -144,6 +144,9 @@ type TaskInfo struct {
 type ObservationSpec struct {
 	Formats []string `msgpack:"formats" json:"formats"`
 	Default Observe  `msgpack:"default" json:"default"`
+	// A11y lists the observe.a11y modes; absent where the sandboxes have
+	// no accessibility tree.
+	A11y []string `msgpack:"a11y,omitempty" json:"a11y,omitempty"`
 }
 
 // PoolSpec describes the sandbox pool honestly.

@@ -333,7 +333,7 @@ func (c *Client) snapshot(ctx context.Context, mode string, activePID int) (*aci
 	if mode == aci.A11yDiff && prev != nil {
 		if text, els, removed, ok := diff(prev, cur, c.cfg.DiffLines); ok {
 			out.Diff, out.Base = true, prev.rev
-			out.Text, out.Elements, out.Removed = text, els, removed
+			out.Text, out.Elements, out.Removed, out.FullText = text, els, removed, cur.text
 			return out, nil
 		}
 	}

@@ -301,6 +301,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Fork:         true,
 		Resume:       false,
 		Confined:     true,
+		A11y:         images.HasPackage("at-spi2-core") && images.HasPackage("dbus"),
 		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
 			"the agent runs as uid " + strconv.Itoa(p.opts.UID) + "; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
 			"runs as uid " + strconv.Itoa(p.opts.UID+1) + " with its own HOME; the guest socket is root's",
