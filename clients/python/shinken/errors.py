@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "TransportError", "ProtocolError",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef", "TransportError", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -147,6 +147,11 @@ class AgentError(ShinkenError):
     code, http_status = "agent_error", 422
 
 
+class StaleElementRef(ShinkenError):
+    """An element ref (``e12``) that no longer resolves; observe again (``observe.a11y``) for current ids."""
+    code, http_status = "stale_element_ref", 409
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -184,6 +189,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
+        StaleElementRef,
     )
 }
 
