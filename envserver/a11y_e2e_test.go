@@ -95,3 +95,28 @@ func TestA11yObservation(t *testing.T) {
 		}
 	}
 }
+
+// a11yTasks lists the shipped tasks this server can run, and the observe
+// setting their reference solutions need: tasks that act on element refs
+// observe the tree (their refs are minted by it) and are left out where the
+// sandboxes have no accessibility bus.
+func a11yTasks(t *testing.T, s *servertest.Server) ([]string, *api.Observe) {
+	t.Helper()
+	var sp api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil {
+		t.Fatal(err)
+	}
+	has := len(sp.Observation.A11y) > 0
+	var ids []string
+	for _, id := range s.Tasks.IDs() {
+		if s.Tasks[id].A11y && !has {
+			t.Logf("task %s needs the accessibility tree, which these sandboxes lack: skipped", id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if !has {
+		return ids, nil
+	}
+	return ids, &api.Observe{A11y: aci.A11yFull}
+}

@@ -27,8 +27,8 @@ type Config struct {
 	Address string
 	Caps    Caps
 	// QuietMS and MaxSettleMS bound the settle before a walk: it waits
-	// until no a11y change event has arrived for QuietMS (default 40), for
-	// at most MaxSettleMS (default 300).
+	// until no a11y change event has arrived for QuietMS (default 60), for
+	// at most MaxSettleMS (default 1000).
 	QuietMS, MaxSettleMS int
 	// DiffLines is the line budget of a diff (default 40): a bigger diff
 	// is sent as the whole tree.
@@ -62,10 +62,10 @@ type Client struct {
 func New(cfg Config) *Client {
 	cfg.Caps.fill()
 	if cfg.QuietMS <= 0 {
-		cfg.QuietMS = 40
+		cfg.QuietMS = 60
 	}
 	if cfg.MaxSettleMS <= 0 {
-		cfg.MaxSettleMS = 300
+		cfg.MaxSettleMS = 1000
 	}
 	if cfg.DiffLines <= 0 {
 		cfg.DiffLines = 40

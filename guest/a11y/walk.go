@@ -18,8 +18,8 @@ type Caps struct {
 	MaxNodes    int           // nodes visited (default 1500)
 	MaxDepth    int           // levels below a top-level window (default 40)
 	MaxChildren int           // children read per node (default 200)
-	MaxWalk     time.Duration // one walk, settle excluded (default 2 s; never past the caller's deadline)
-	CallTimeout time.Duration // one application's answer to one call (default 750 ms)
+	MaxWalk     time.Duration // one walk, settle excluded (default 4 s; never past the caller's deadline)
+	CallTimeout time.Duration // one application's answer to one call (default 2 s: a busy app, e.g. one building a dialog, is not a hung one)
 	Parallel    int           // calls in flight (default 16)
 }
 
@@ -34,10 +34,10 @@ func (c *Caps) fill() {
 		c.MaxChildren = 200
 	}
 	if c.MaxWalk <= 0 {
-		c.MaxWalk = 2 * time.Second
+		c.MaxWalk = 4 * time.Second
 	}
 	if c.CallTimeout <= 0 {
-		c.CallTimeout = 750 * time.Millisecond
+		c.CallTimeout = 2 * time.Second
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = 16
@@ -257,7 +257,7 @@ const (
 	roleTerminal = 60 // ATSPI_ROLE_TERMINAL
 )
 
-const maxValueChars = 200
+const maxValueChars = 2000
 
 func refOf(v []any) (objRef, bool) {
 	if len(v) != 2 {
