@@ -72,7 +72,6 @@ func playObserving(t *testing.T, s *servertest.Server, envs []string, scripts []
 	t.Helper()
 	rewards = make([]float64, len(envs))
 	reasons = make([]string, len(envs))
-	prevTree := make([]string, len(envs))
 	for k := 0; ; k++ {
 		req := api.StepRequest{Observe: obs}
 		var idx []int
@@ -93,15 +92,11 @@ func playObserving(t *testing.T, s *servertest.Server, envs []string, scripts []
 			}
 			if res.Info != nil && res.Info.Error != nil {
 				t.Errorf("env %s step %d: agent error %v", envs[i], k, res.Info.Error)
-				t.Logf("DEBUG prev tree: %s", prevTree[i])
 			}
 			if res.Obs == nil || len(res.Obs.Frame) != 32 {
 				t.Errorf("env %s step %d: bad observation %+v", envs[i], k, res.Obs)
 			} else if _, ok := r.Frames[res.Obs.Frame]; !ok {
 				t.Errorf("env %s step %d: frame %s not in reply", envs[i], k, res.Obs.Frame)
-			}
-			if res.Obs != nil {
-				prevTree[i] = res.Obs.TreeText + fmt.Sprintf("%+v", res.Obs.A11y)
 			}
 			if res.Terminated || res.Truncated {
 				rewards[i], reasons[i] = res.Reward, res.Info.ExitReason

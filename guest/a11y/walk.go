@@ -257,7 +257,7 @@ const (
 	roleTerminal = 60 // ATSPI_ROLE_TERMINAL
 )
 
-const maxValueChars = 2000
+const maxValueChars = 200
 
 func refOf(v []any) (objRef, bool) {
 	if len(v) != 2 {
