@@ -88,6 +88,11 @@ def _info(s: Slot) -> Dict[str, Any]:
         info["frame_cached"] = s.cached
         info["pointer"] = tuple(s.obs.get("pointer") or (0, 0))
         info["display"] = s.obs.get("display")
+        if "tree_text" in s.obs or "a11y" in s.obs:  # observe a11y: the accessibility tree
+            info["tree_text"] = s.obs.get("tree_text", "")
+            info["elements"] = s.obs.get("elements") or []
+            info["tree"] = s.obs.get("tree")
+            info["a11y"] = s.obs.get("a11y")
     return info
 
 
