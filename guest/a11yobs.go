@@ -21,6 +21,18 @@ func newA11y(cfg Config) *a11y.Client {
 	return a11y.New(a11y.Config{Address: cfg.A11yBus, Logf: cfg.Logf})
 }
 
+// activePID is the pid that owns the active window, 0 when unknown.
+func (s *Server) activePID(ctx context.Context) int {
+	pid := 0
+	s.x.run(ctx, 0, func(x *xconn) error {
+		if w, ok := x.activeWindow(); ok {
+			pid = x.windowPID(w)
+		}
+		return nil
+	})
+	return pid
+}
+
 // a11yMode validates observe.a11y.
 func a11yMode(mode string) (string, error) {
 	switch mode {
@@ -52,13 +64,7 @@ func (s *Server) observeTree(ctx context.Context, o wire.ObserveArgs) (*aci.A11y
 	if s.a11y == nil {
 		return &aci.A11yTree{A11yInfo: aci.A11yInfo{Error: aci.Errorf(aci.CodeUnsupported, "observe: this sandbox has no accessibility bus (observe.a11y needs dbus and at-spi2-core in the sandbox)")}}, nil
 	}
-	pid := 0
-	s.x.run(ctx, 0, func(x *xconn) error {
-		if w, ok := x.activeWindow(); ok {
-			pid = x.windowPID(w)
-		}
-		return nil
-	})
+	pid := s.activePID(ctx)
 	// The tree gets at most the time left minus a margin for the reply, so
 	// a hung application costs a typed error inside the call's deadline.
 	tctx := ctx

@@ -103,8 +103,8 @@ func NewServer(cfg Config) (*Server, error) {
 		execs: make(chan struct{}, cfg.MaxExec),
 		lns:   make(map[net.Listener]struct{}),
 		conns: make(map[net.Conn]struct{}),
-		a11y:  newA11y(cfg),
 	}
+	s.a11y = newA11y(cfg)
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/api"
 )
 
 // Observation tracks a policy reads (rollout --observe).
@@ -51,4 +52,31 @@ func treePart(dialect string, obs *aci.Observation) (contentPart, bool) {
 	}
 	return contentPart{Type: "text", Text: "Accessibility tree of the focused window (target an element by its id, e.g. " +
 		how + "):\n" + obs.TreeText}, true
+}
+
+// treeNeeder is a Policy that needs the accessibility tree observed for
+// some tasks beyond what the run asks for: the scripted policy replaying
+// solutions that act on element refs, which the tree's observations mint.
+type treeNeeder interface {
+	NeedsTree(task string) bool
+}
+
+// NeedsTree implements treeNeeder: tasks marked a11y replay element refs.
+func (p *Scripted) NeedsTree(task string) bool {
+	t, ok := p.Tasks[task]
+	return ok && t.A11y
+}
+
+// observe is the observe setting of task's requests.
+func (r *runner) observe(task string) *api.Observe {
+	n, ok := r.cfg.Policy.(treeNeeder)
+	if !ok || !n.NeedsTree(task) || (r.cfg.Observe != nil && r.cfg.Observe.A11y != "") {
+		return r.cfg.Observe
+	}
+	o := api.Observe{}
+	if r.cfg.Observe != nil {
+		o = *r.cfg.Observe
+	}
+	o.A11y = aci.A11yFull
+	return &o
 }

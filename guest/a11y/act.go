@@ -16,16 +16,18 @@ func stale(ref, why string) error {
 		Detail:  map[string]string{"ref": ref, "hint": "re-observe"}}
 }
 
-// lookup finds the object an id names in this episode.
+// lookup finds the object an id names in this episode. Ids come from
+// observations only: which objects an application exports, and so which
+// ids a walk mints, depends on what was walked before, so a ref is good
+// only as the observations of this episode issued it.
 func (c *Client) lookup(ref string) (objRef, error) {
 	if n, err := strconv.Atoi(strings.TrimPrefix(ref, "e")); err != nil || n <= 0 || !strings.HasPrefix(ref, "e") {
 		return objRef{}, aci.Errorf(aci.CodeInvalidAction, "element ref %q: want e<N> from the observation's tree", ref)
 	}
-	r, ok := c.ids.byID[ref]
-	if !ok {
-		return objRef{}, stale(ref, "was not seen in this episode")
+	if r, ok := c.ids.byID[ref]; ok {
+		return r, nil
 	}
-	return r, nil
+	return objRef{}, stale(ref, "was not seen in this episode")
 }
 
 // callErr types a failed call on an element: gone is stale, no answer is a

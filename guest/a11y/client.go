@@ -250,18 +250,44 @@ func (c *Client) snapshot(ctx context.Context, mode string, activePID int) (*aci
 	out := &aci.A11yTree{}
 	waited, events := c.settle(ctx)
 	out.SettleMS, out.Events = waited.Milliseconds(), events
+	cur, err := c.walkTree(ctx, activePID, out)
+	if err != nil || cur == nil {
+		return out, err
+	}
+	out.Hash = cur.hash
+	prev := c.prev
+	if prev == nil || prev.hash != cur.hash {
+		c.rev++
+	}
+	cur.rev = c.rev
+	out.Rev = c.rev
+	c.prev = cur
+	if mode == aci.A11yDiff && prev != nil {
+		if text, els, removed, ok := diff(prev, cur, c.cfg.DiffLines); ok {
+			out.Diff, out.Base = true, prev.rev
+			out.Text, out.Elements, out.Removed, out.FullText = text, els, removed, cur.text
+			return out, nil
+		}
+	}
+	out.Text, out.Elements = cur.text, cur.elements
+	return out, nil
+}
+
+// walkTree walks and renders the tree (minting ids), filling out's walk
+// facts; a tree that could not be read is out.Error and a nil tree.
+func (c *Client) walkTree(ctx context.Context, activePID int, out *aci.A11yTree) (*tree, error) {
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.Caps.MaxWalk)
 	defer cancel()
 	conn, err := c.connect(wctx)
 	if err != nil {
 		out.Error = aci.AsError(err)
-		return out, nil
+		return nil, nil
 	}
 	apps, err := c.apps(wctx, conn)
 	if err != nil {
 		out.Error = aci.AsError(err)
-		return out, nil
+		return nil, nil
 	}
 	var pick []app
 	for _, a := range apps {
@@ -297,7 +323,7 @@ func (c *Client) snapshot(ctx context.Context, mode string, activePID int) (*aci
 			if len(pick) == 1 {
 				out.Error = aci.Errorf(aci.CodeTimeout, "a11y: application %q (pid %d) did not answer within %v; the accessibility tree is unavailable until it does", name, a.pid, c.cfg.Caps.CallTimeout)
 				out.WalkMS = time.Since(start).Milliseconds()
-				return out, nil
+				return nil, nil
 			}
 			w.truncate("app_timeout")
 		case err != nil && wctx.Err() != nil:
@@ -322,21 +348,5 @@ func (c *Client) snapshot(ctx context.Context, mode string, activePID int) (*aci
 	out.WalkMS = time.Since(start).Milliseconds()
 	out.App, out.Window, out.Focus = cur.app, cur.window, cur.focus
 	out.Truncated, out.TruncatedBy = cur.truncated != "", cur.truncated
-	out.Hash = cur.hash
-	prev := c.prev
-	if prev == nil || prev.hash != cur.hash {
-		c.rev++
-	}
-	cur.rev = c.rev
-	out.Rev = c.rev
-	c.prev = cur
-	if mode == aci.A11yDiff && prev != nil {
-		if text, els, removed, ok := diff(prev, cur, c.cfg.DiffLines); ok {
-			out.Diff, out.Base = true, prev.rev
-			out.Text, out.Elements, out.Removed, out.FullText = text, els, removed, cur.text
-			return out, nil
-		}
-	}
-	out.Text, out.Elements = cur.text, cur.elements
-	return out, nil
+	return cur, nil
 }
