@@ -140,6 +140,10 @@ func (c *Client) connect(ctx context.Context) (*dbus.Conn, error) {
 	if c.conn != nil && c.conn.Connected() {
 		return c.conn, nil
 	}
+	if c.conn != nil { // dropped by the bus: its event goroutine ends with it
+		c.conn.Close()
+		c.conn = nil
+	}
 	if c.cfg.Address == "" {
 		return nil, aci.Errorf(aci.CodeUnsupported, "a11y: no accessibility bus in this sandbox")
 	}
