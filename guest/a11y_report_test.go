@@ -115,53 +115,62 @@ var wordRE = regexp.MustCompile(`[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]`)
 // (46 x 29).
 const vlmImageTokens = 46 * 29
 
-// BenchmarkA11yObservation measures, on the same desktop state (mousepad
-// with its File menu open, a tree-rich screen), a png capture, a tree
-// observation and a diff observation (the frame answered not_modified, so
-// the tree dominates): latency per op, and bytes and tokens per step.
+// BenchmarkA11yObservation measures, on one desktop state per app
+// (mousepad with its File menu open, a tree-rich screen; galculator's
+// keypad), a png capture, a tree observation and a diff observation of the
+// unchanged state (the frame answered not_modified, so the tree dominates):
+// latency per op, and bytes and tokens per step.
 func BenchmarkA11yObservation(b *testing.B) {
-	d := a11yDesk(b)
-	launch(b, d, "mousepad")
-	tr := tree(b, d, aci.A11yFull)
-	actSettled(b, d, aci.Action{Verb: aci.Click, Target: aci.Ref(mustFind(b, tr, "menu", "File").ID)})
-	base, err := d.cl.Screenshot(ctxT(b), wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG, A11y: aci.A11yFull}})
-	if err != nil || base.A11y == nil || base.A11y.Error != nil {
-		b.Fatalf("observe: %v %+v", err, base.A11y)
-	}
-	for _, mode := range []string{"png", aci.A11yFull, aci.A11yDiff} {
-		b.Run(mode, func(b *testing.B) {
-			args := wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG}}
-			if mode != "png" {
-				args.A11y, args.IfNoneMatch = mode, []string{base.Hash}
+	for _, st := range []struct{ app, open string }{{"mousepad", "File"}, {"galculator", ""}} {
+		b.Run(st.app, func(b *testing.B) {
+			d := a11yDesk(b)
+			launch(b, d, st.app)
+			if st.open != "" {
+				tr := tree(b, d, aci.A11yFull)
+				actSettled(b, d, aci.Action{Verb: aci.Click, Target: aci.Ref(mustFind(b, tr, "menu", st.open).ID)})
 			}
-			var bytes, tokens int
-			for i := 0; i < b.N; i++ {
-				shot, err := d.cl.Screenshot(ctxT(b), args)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if mode == "png" {
-					bytes = len(shot.Data)
-					continue
-				}
-				if shot.A11y == nil || shot.A11y.Error != nil {
-					b.Fatalf("tree: %+v", shot.A11y)
-				}
-				els, _ := msgpack.Marshal(shot.A11y.Elements)
-				bytes = len(shot.A11y.Text) + len(els)
-				tokens = len(wordRE.FindAllString(shot.A11y.Text, -1))
-				if mode == aci.A11yFull {
-					b.ReportMetric(float64(len(shot.A11y.Text)), "text_bytes/op")
-					b.ReportMetric(float64(shot.A11y.Nodes), "nodes/op")
-				}
+			base, err := d.cl.Screenshot(ctxT(b), wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG, A11y: aci.A11yFull}})
+			if err != nil || base.A11y == nil || base.A11y.Error != nil {
+				b.Fatalf("observe: %v %+v", err, base.A11y)
 			}
-			b.ReportMetric(float64(bytes), "wire_bytes/op")
-			if mode == "png" {
-				b.ReportMetric(vlmImageTokens, "tokens/op")
-			} else {
-				b.ReportMetric(float64(tokens), "tokens/op")
-				b.ReportMetric(math.Round(10*vlmImageTokens/float64(max(tokens, 1)))/10, "x_fewer_tokens_than_frame")
+			for _, mode := range []string{"png", aci.A11yFull, aci.A11yDiff} {
+				b.Run(mode, func(b *testing.B) { benchObserve(b, d, base.Hash, mode) })
 			}
 		})
 	}
+}
+
+func benchObserve(b *testing.B, d *desk, hash, mode string) {
+	args := wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG}}
+	if mode != "png" {
+		args.A11y, args.IfNoneMatch = mode, []string{hash}
+	}
+	var bytes, tokens int
+	for i := 0; i < b.N; i++ {
+		shot, err := d.cl.Screenshot(ctxT(b), args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if mode == "png" {
+			bytes = len(shot.Data)
+			continue
+		}
+		if shot.A11y == nil || shot.A11y.Error != nil {
+			b.Fatalf("tree: %+v", shot.A11y)
+		}
+		els, _ := msgpack.Marshal(shot.A11y.Elements)
+		bytes = len(shot.A11y.Text) + len(els)
+		tokens = len(wordRE.FindAllString(shot.A11y.Text, -1))
+		if mode == aci.A11yFull {
+			b.ReportMetric(float64(len(shot.A11y.Text)), "text_bytes/op")
+			b.ReportMetric(float64(shot.A11y.Nodes), "nodes/op")
+		}
+	}
+	b.ReportMetric(float64(bytes), "wire_bytes/op")
+	if mode == "png" {
+		b.ReportMetric(vlmImageTokens, "tokens/op")
+		return
+	}
+	b.ReportMetric(float64(tokens), "tokens/op")
+	b.ReportMetric(math.Round(10*vlmImageTokens/float64(max(tokens, 1)))/10, "x_fewer_tokens_than_frame")
 }

@@ -102,7 +102,9 @@ class Env(_EnvBase):
     ``url`` is the server's base URL (or a shared Client). ``task`` is the task
     id (overridable per reset with ``options={"task": ...}``). ``observe`` is
     the observation request (a format string or a dict of format,
-    max_long_edge, quality, scope, settle; None = the server's default). When
+    max_long_edge, quality, scope, settle, a11y; None = the server's default;
+    with a11y "tree" or "diff", info carries tree_text, elements, tree and a11y,
+    and actions may target {"kind": "element_ref", "ref": "e12"}). When
     it downscales or crops, typed actions (and pyautogui/xml/json text) are
     given in pixels of the delivered frame: the server maps them back.
     ``obs_mode`` "array" returns the decoded frame as a read-only uint8 array
