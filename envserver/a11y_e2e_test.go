@@ -48,6 +48,9 @@ func elementOf(obs *aci.Observation, role, name string) (aci.Element, bool) {
 // the episode records its tree revisions, stored like frames.
 func TestA11yObservation(t *testing.T) {
 	s := a11yServer(t)
+	if status, _, _ := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: "mousepad-write-note"}}, Observe: &api.Observe{A11y: "pixels"}}, nil); status != 400 {
+		t.Errorf("observe.a11y \"pixels\": status %d; want 400 bad_request", status)
+	}
 	tree := &api.Observe{A11y: aci.A11yFull}
 	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "mousepad-write-note"}}, Observe: tree})
 	env, epID, obs := r.Results[0].EnvID, r.Results[0].EpisodeID, r.Results[0].Obs
