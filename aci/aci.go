@@ -40,6 +40,7 @@ var AgentVerbs = []Verb{
 	Click, DoubleClick, RightClick, Move, Scroll, Drag, MouseDown, MouseUp,
 	TypeText, Key, Wait, Screenshot, LaunchApp, ActivateWindow,
 	ClipboardGet, ClipboardSet, ListWindows, Done, Fail,
+	InvokeAction, SetValue,
 }
 
 // Known reports whether v is an agent verb.
@@ -56,13 +57,16 @@ func (v Verb) Known() bool {
 const (
 	PointPx   = "point_px"   // x, y in screen pixels
 	PointNorm = "point_norm" // x, y in 0..1; 1.0 is the last pixel
+	// ElementRef (element_ref, in a11y.go): Ref names an element.
 )
 
-// Target is a point on the screen.
+// Target is a point on the screen, or an element of the accessibility tree
+// (Kind element_ref, Ref its id).
 type Target struct {
 	Kind string  `msgpack:"kind" json:"kind"`
 	X    float64 `msgpack:"x" json:"x"`
 	Y    float64 `msgpack:"y" json:"y"`
+	Ref  string  `msgpack:"ref,omitempty" json:"ref,omitempty"`
 }
 
 // Action is one typed action. Which fields matter depends on Verb; the rest
@@ -128,6 +132,7 @@ type Observe struct {
 	Quality     int     `msgpack:"quality,omitempty" json:"quality,omitempty"`
 	Scope       string  `msgpack:"scope,omitempty" json:"scope,omitempty"`
 	Settle      *Settle `msgpack:"settle,omitempty" json:"settle,omitempty"` // nil: the server's default
+	A11y        string  `msgpack:"a11y,omitempty" json:"a11y,omitempty"`     // none|tree|diff (a11y.go)
 }
 
 // Rect is a rectangle in screen pixels.
@@ -156,6 +161,12 @@ type Observation struct {
 	Format  string  `msgpack:"format" json:"format"`
 	Pointer [2]int  `msgpack:"pointer" json:"pointer"`
 	Display Display `msgpack:"display" json:"display"`
+	// Structured observation (observe.a11y tree|diff): the tree's
+	// rendering for a model, its elements, and its content address.
+	TreeText string    `msgpack:"tree_text,omitempty" json:"tree_text,omitempty"`
+	Elements []Element `msgpack:"elements,omitempty" json:"elements,omitempty"`
+	Tree     string    `msgpack:"tree,omitempty" json:"tree,omitempty"` // hash of the full tree text
+	A11y     *A11yInfo `msgpack:"a11y,omitempty" json:"a11y,omitempty"` // how the tree was taken
 }
 
 // Code is a wire error code. The set is closed: see Codes.
@@ -185,6 +196,7 @@ const (
 	CodeBusy         Code = "busy"          // guest concurrency limit reached
 	CodeDisplayError Code = "display_error" // X server wedged or gone
 	CodeTooLarge     Code = "too_large"     // a value over its cap (clipboard, file)
+	// CodeStaleElementRef (stale_element_ref) is in a11y.go.
 )
 
 // Error is a typed error that crosses the wire as {code, message, detail?}.

@@ -41,6 +41,7 @@ var Codes = map[Code]Blame{
 	CodeDialectError:    {422, FaultAgent},
 	CodeTooLarge:        {413, FaultAgent},
 	CodeAgentError:      {422, FaultAgent},
+	CodeStaleElementRef: {409, FaultAgent},
 	CodeScorerError:     {502, FaultTask},
 	CodePoolExhausted:   {503, FaultInfra},
 	CodeSandboxDied:     {502, FaultInfra},

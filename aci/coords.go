@@ -147,7 +147,7 @@ func clampInt(n int64) (int, bool) {
 // within a mapped space a point_norm target is a 0..1 fraction of the
 // delivered frame, 1.0 being its last pixel.
 func (c Coords) MapTarget(t Target, d *Display) (Target, error) {
-	if c.IsScreen() {
+	if c.IsScreen() || t.Kind == ElementRef { // an element has no coordinates to map
 		return t, nil
 	}
 	if math.IsNaN(t.X) || math.IsNaN(t.Y) || math.IsInf(t.X, 0) || math.IsInf(t.Y, 0) {

@@ -48,12 +48,16 @@ func TestCoordsMapTarget(t *testing.T) {
 		{Coords{Space: CoordsNorm}, Target{X: 1.01, Y: 0}, full},
 		{Coords{Space: CoordsNorm1000}, Target{X: 0, Y: 1001}, full},
 		{img, Target{X: 1000, Y: 0}, full},
-		{Coords{Space: CoordsFrame}, Target{Kind: "element_ref"}, full},
+		{Coords{Space: CoordsFrame}, Target{Kind: "bounding_box"}, full},
 	}
 	for _, c := range bad {
 		if _, err := c.c.MapTarget(c.t, c.d); CodeOf(err) != CodeInvalidAction {
 			t.Errorf("%s %+v on %+v: got %v; want invalid_action", c.c, c.t, c.d, err)
 		}
+	}
+	// An element ref has no coordinates: every space passes it through.
+	if got, err := (Coords{Space: CoordsNorm}).MapTarget(*Ref("e3"), nil); err != nil || got != *Ref("e3") {
+		t.Errorf("element_ref in norm space: got %+v, %v; want it untouched", got, err)
 	}
 	// Screen space passes targets through untouched, even with no frame.
 	in := Target{Kind: PointPx, X: 5000, Y: 1}

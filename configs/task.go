@@ -35,6 +35,10 @@ type Task struct {
 	// verifier run) at the first action the agent gets wrong; by default
 	// the error is recorded in the step and the episode continues.
 	EndOnAgentError bool `json:"end_on_agent_error,omitempty"`
+	// A11y says the solutions act on elements of the accessibility tree
+	// (element refs minted by observe.a11y): the task needs sandboxes with
+	// the tree, and its solutions run with observe.a11y=tree.
+	A11y bool `json:"a11y,omitempty"`
 	// Solution is the scripted reference solution: one entry per step, each a
 	// list of actions. Tests and bench drive it and expect reward 1.
 	Solution [][]aci.Action `json:"solution"`

@@ -64,10 +64,16 @@ func closeEnvs(s *servertest.Server, ids ...string) {
 // final reward, terminated flag and exit reason.
 func play(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action) (rewards []float64, reasons []string) {
 	t.Helper()
+	return playObserving(t, s, envs, scripts, nil)
+}
+
+// playObserving is play with an observe setting on every step.
+func playObserving(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action, obs *api.Observe) (rewards []float64, reasons []string) {
+	t.Helper()
 	rewards = make([]float64, len(envs))
 	reasons = make([]string, len(envs))
 	for k := 0; ; k++ {
-		var req api.StepRequest
+		req := api.StepRequest{Observe: obs}
 		var idx []int
 		for i, sc := range scripts {
 			if k < len(sc) {
@@ -103,7 +109,7 @@ func play(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.A
 // wrong solution (reward 0), all envs of a round in one batch.
 func TestTaskSuite(t *testing.T) {
 	s := server(t)
-	ids := s.Tasks.IDs()
+	ids, obs := a11yTasks(t, s) // tasks whose solutions act on element refs observe the tree
 	for _, round := range []struct {
 		name   string
 		want   float64
@@ -113,7 +119,7 @@ func TestTaskSuite(t *testing.T) {
 		{"wrong", 0, func(t *configs.Task) [][]aci.Action { return t.Wrong }},
 	} {
 		t.Run(round.name, func(t *testing.T) {
-			var req api.ResetRequest
+			req := api.ResetRequest{Observe: obs}
 			for _, id := range ids {
 				req.Envs = append(req.Envs, api.ResetEnv{Task: id})
 			}
@@ -127,7 +133,7 @@ func TestTaskSuite(t *testing.T) {
 				envs[i], scripts[i] = res.EnvID, round.script(s.Tasks[ids[i]])
 			}
 			defer closeEnvs(s, envs...)
-			rewards, reasons := play(t, s, envs, scripts)
+			rewards, reasons := playObserving(t, s, envs, scripts, obs)
 			for i, id := range ids {
 				if rewards[i] != round.want || reasons[i] != string(trajectory.TaskComplete) {
 					t.Errorf("task %s: got reward %v exit %q; want %v task_complete", id, rewards[i], reasons[i], round.want)

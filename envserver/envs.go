@@ -33,7 +33,8 @@ type env struct {
 	coords    *aci.Coords  // the env's default coordinate space (reset coords); nil: none set
 	// shown is ep for readers that must not wait on a call in flight (the
 	// web UI); set with ep.
-	shown atomic.Pointer[episode]
+	shown  atomic.Pointer[episode]
+	a11yEp string // the episode whose element ids the guest holds
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -82,6 +83,9 @@ func (s *Server) observeFor(o *api.Observe) (api.Observe, error) {
 	}
 	if obs.Settle == nil {
 		obs.Settle = s.cfg.DefaultObserve.Settle
+	}
+	if err := s.checkA11y(&obs); err != nil {
+		return obs, err
 	}
 	return obs, obs.Settle.Validate()
 }
@@ -351,16 +355,19 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 	if b.have[shot.Hash] {
 		data = nil
 	}
-	return &aci.Observation{
+	obs := &aci.Observation{
 		Frame: shot.Hash, W: shot.W, H: shot.H, Format: b.obs.Format,
 		Pointer: shot.Pointer, Display: shot.Display,
-	}, data, settle, nil
+	}
+	s.a11yInto(obs, shot.A11y)
+	return obs, data, settle, nil
 }
 
 // observeArgs builds a capture request whose if_none_match lists every hash
 // whose bytes the server or the client already holds in this encoding.
 func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	args := wire.ObserveArgs{Observe: b.obs}
+	s.a11yArgs(e, &args)
 	inm := s.cache.recent(b.obs.Format, b.obs.Quality, 16)
 	if e.lastFrame != "" {
 		inm = append(inm, e.lastFrame)
@@ -405,7 +412,13 @@ func (s *Server) spec() *api.Spec {
 		sp.Observation.Screen = &sc
 	}
 	for _, v := range aci.AgentVerbs {
+		if a11yVerb(v) && !caps.A11y {
+			continue // advertised only where sandboxes have the tree
+		}
 		sp.Verbs = append(sp.Verbs, string(v))
+	}
+	if caps.A11y {
+		sp.Observation.A11y = []string{aci.A11yNone, aci.A11yFull, aci.A11yDiff}
 	}
 	for _, id := range s.cfg.Tasks.IDs() {
 		t := s.cfg.Tasks[id]

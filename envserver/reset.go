@@ -170,7 +170,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return fail(e.id, err)
 	}
 	ep.mu.Lock() // read concurrently by GET /v1/episodes and the UI
-	ep.traj.InitFrame = obs.Frame
+	ep.traj.InitFrame, ep.traj.InitTree = obs.Frame, obs.Tree
 	ep.mu.Unlock()
 	s.register(e, re.EnvID == "")
 	return slot{

@@ -218,7 +218,7 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 		return fail(err)
 	}
 	tObs := time.Since(t1)
-	rec.ObsFrame, rec.Error = obs.Frame, aci.AsError(agentErr)
+	rec.ObsFrame, rec.ObsTree, rec.Error = obs.Frame, obs.Tree, aci.AsError(agentErr)
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
 		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
 			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}

@@ -61,6 +61,9 @@ func validateObserve(o wire.ObserveArgs) error {
 	if err := o.Settle.Validate(); err != nil {
 		return err
 	}
+	if _, err := a11yMode(o.A11y); err != nil {
+		return err
+	}
 	if _, _, err := parseScope(o.Scope); err != nil {
 		return err
 	}
@@ -120,6 +123,9 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		}
 	}()
 	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info}
+	if shot.A11y, err = s.observeTree(ctx, o); err != nil {
+		return nil, err
+	}
 	if f.same || slices.Contains(o.IfNoneMatch, f.hash) {
 		shot.NotModified = true
 		return shot, nil

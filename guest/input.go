@@ -27,10 +27,15 @@ var guestVerbs = []aci.Verb{
 	aci.ClipboardGet, aci.ClipboardSet, aci.ListWindows,
 }
 
-func verbNames() []string {
-	out := make([]string, len(guestVerbs))
-	for i, v := range guestVerbs {
-		out[i] = string(v)
+func (s *Server) verbNames() []string {
+	out := make([]string, 0, len(guestVerbs)+len(aci.A11yVerbs))
+	for _, v := range guestVerbs {
+		out = append(out, string(v))
+	}
+	if s.a11y != nil {
+		for _, v := range aci.A11yVerbs {
+			out = append(out, string(v))
+		}
 	}
 	return out
 }
@@ -56,6 +61,9 @@ func (s *Server) act(ctx context.Context, a wire.ActArgs) (*wire.ActResult, erro
 			return nil, err
 		}
 		m = &mk
+	}
+	if err := s.resolveRefs(ctx, &a.Action); err != nil {
+		return nil, err
 	}
 	if err := s.do(ctx, a.Action, res); err != nil {
 		return nil, err
@@ -106,6 +114,8 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 		}
 		res.Windows = ws.Windows
 		return s.pointerInto(ctx, res)
+	case aci.InvokeAction, aci.SetValue:
+		return s.elementAct(ctx, a, res)
 	case aci.Done, aci.Fail:
 		return aci.Errorf(aci.CodeUnsupported, "%s is handled by the env server, not the guest", a.Verb)
 	case aci.Click, aci.DoubleClick, aci.RightClick, aci.Move, aci.Scroll, aci.Drag, aci.MouseDown, aci.MouseUp,

@@ -116,6 +116,9 @@ func (s *Server) resetPhase(ctx context.Context, a wire.ResetArgs) (*wire.ResetR
 	case wire.ResetClear:
 		kctx, cancel := context.WithTimeout(ctx, resetTimeout)
 		defer cancel()
+		if err := s.cfg.AgentCgroups.Thaw(); err != nil {
+			return nil, err
+		}
 		keep := s.exempt()
 		if s.cfg.Keep != nil {
 			for _, p := range s.cfg.Keep() {

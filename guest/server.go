@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/a11y"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	// Keep lists processes an in-place reset leaves running besides
 	// guestd and Exempt (the window manager).
 	Keep func() []int
+	// A11yBus is the session's AT-SPI bus address; empty: no
+	// accessibility tree (observe.a11y and element verbs are unsupported).
+	A11yBus string
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -69,6 +73,7 @@ type Server struct {
 	score sync.Mutex    // one verifier at a time
 	apps  appState
 	reset resetState
+	a11y  *a11y.Client // nil without an accessibility bus
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -106,6 +111,7 @@ func NewServer(cfg Config) (*Server, error) {
 		lns:   make(map[net.Listener]struct{}),
 		conns: make(map[net.Conn]struct{}),
 	}
+	s.a11y = newA11y(cfg)
 	return s, nil
 }
 
@@ -214,6 +220,9 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.x.close()
 	s.hx.close()
+	if s.a11y != nil {
+		s.a11y.Close()
+	}
 	return nil
 }
 
@@ -404,11 +413,12 @@ func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) 
 	w := wire.Welcome{
 		Protocol:        wire.Protocol,
 		Version:         Version,
-		Verbs:           verbNames(),
+		Verbs:           s.verbNames(),
 		Methods:         methods,
 		Formats:         []string{aci.FormatRaw, aci.FormatPNG, aci.FormatJPEG},
 		FrameDedup:      true,
 		ObserveAfterAct: true,
+		A11y:            s.a11y != nil,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -36,6 +36,9 @@ type SessionConfig struct {
 	WMAs *Identity
 	// WMCgroups are the cgroups the window manager is born in (the agent's).
 	WMCgroups *AgentCgroups
+	// A11y starts the session's D-Bus session bus and AT-SPI bus (bus.go)
+	// before the WM; where they cannot start the session runs without.
+	A11y bool
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -51,6 +54,7 @@ type Session struct {
 	xDone   chan struct{}
 	wmDone  chan struct{}
 	once    sync.Once
+	bus     *Bus
 }
 
 // StartSession starts Xvfb and the window manager and returns once the X
@@ -143,6 +147,9 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
+	if cfg.A11y {
+		s.startBus(ctx, cfg)
+	}
 	if cfg.WM == "none" {
 		close(s.wmDone)
 		return s, nil
@@ -162,6 +169,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if i := envIndex(wcmd.Env, "DISPLAY"); i >= 0 {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
+	wcmd.Env = append(wcmd.Env, s.BusEnv()...)
 	cfg.WMAs.credential(wcmd)
 	wmpid, wwait, err := cfg.WMCgroups.Start(wcmd, startChild)
 	wlog.Close()
@@ -200,6 +208,7 @@ func (s *Session) Alive() (x, wm bool) { return s.xAlive.Load(), s.wmAlive.Load(
 // grace period) and waits for them.
 func (s *Session) Close() error {
 	s.once.Do(func() {
+		s.bus.Close()
 		for _, p := range []struct {
 			pid  int
 			done chan struct{}

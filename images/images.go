@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"strings"
 )
 
 //go:embed build.sh
@@ -29,3 +30,13 @@ func Tag() string {
 
 // Ref returns the image reference of the current recipe, "shinken-sandbox:<tag>".
 func Ref() string { return Repository + ":" + Tag() }
+
+// HasPackage reports whether the recipe installs the Debian package name.
+func HasPackage(name string) bool {
+	for _, l := range strings.Split(string(packages), "\n") {
+		if strings.TrimSpace(l) == name {
+			return true
+		}
+	}
+	return false
+}

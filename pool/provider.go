@@ -33,6 +33,9 @@ type Capabilities struct {
 	// the verifier run as.
 	Isolation string `msgpack:"isolation,omitempty" json:"isolation,omitempty"`
 	Notes     string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	// A11y says the sandboxes run an accessibility bus: observations may
+	// carry the accessibility tree and actions may target its elements.
+	A11y bool `msgpack:"a11y" json:"a11y"`
 }
 
 // Spec describes the sandbox to create.

@@ -44,7 +44,11 @@ type OpenAI struct {
 	// ones become a text placeholder); 0 keeps all. Dropping images changes
 	// earlier prompt text, which the verl export flags as token drift.
 	MaxImages int
-	HTTP      *http.Client // default: 3-minute timeout
+	// Observe is what the model reads each turn: frame (the screenshot;
+	// default), a11y (the accessibility tree's text, no image) or both.
+	// The tree comes from observing with observe.a11y (ObserveTree).
+	Observe string
+	HTTP    *http.Client // default: 3-minute timeout
 	// Retries of a call that failed with a transport error, 429 or 5xx; default 2.
 	Retries int
 }
@@ -135,7 +139,10 @@ func (a *openaiAgent) Act(ctx context.Context, turn Turn) (Decision, error) {
 	}
 	text += " " + coordsText(space, turn.Obs)
 	parts = append(parts, contentPart{Type: "text", Text: text})
-	if turn.Frame != nil && turn.Obs != nil {
+	if tp, ok := treePart(a.dialect, turn.Obs); ok && a.p.Observe != ObserveFrame && a.p.Observe != "" {
+		parts = append(parts, tp)
+	}
+	if turn.Frame != nil && turn.Obs != nil && a.p.Observe != ObserveA11y {
 		mime := "image/png"
 		switch turn.Obs.Format {
 		case aci.FormatJPEG:

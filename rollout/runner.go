@@ -362,7 +362,7 @@ func (r *runner) forkChildren(ctx context.Context, jobs []Job) ([]api.Result, ma
 	seed := j.Seed
 	var parent string
 	for attempt := 0; attempt < r.cfg.MaxAttempts && parent == ""; attempt++ {
-		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.cfg.Observe})
+		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.observe(j.Task)})
 		if err != nil {
 			r.cfg.Logf("rollout: %s/%d: golden reset: %v", j.Task, j.Seed, err)
 			continue
@@ -381,7 +381,7 @@ func (r *runner) forkChildren(ctx context.Context, jobs []Job) ([]api.Result, ma
 		return nil, nil
 	}
 	defer r.closeEnv(parent)
-	rep, err := r.cfg.Client.Fork(ctx, &api.ForkRequest{EnvID: parent, N: len(jobs), Observe: r.cfg.Observe})
+	rep, err := r.cfg.Client.Fork(ctx, &api.ForkRequest{EnvID: parent, N: len(jobs), Observe: r.observe(j.Task)})
 	if err != nil || len(rep.Results) != len(jobs) {
 		r.cfg.Logf("rollout: %s/%d: fork: %v (falling back to resets)", j.Task, j.Seed, err)
 		if err == nil {
@@ -450,7 +450,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 	task := r.tasks[j.Task]
 	if start == nil {
 		seed := j.Seed
-		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.cfg.Observe})
+		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.observe(j.Task)})
 		if err != nil {
 			o = o.failed(ExitError, fmt.Errorf("reset: %w", err))
 			if c := aci.CodeOf(err); isInfra(c) {
@@ -500,7 +500,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 			se.Text, se.Dialect = &text, dec.Dialect
 		}
 		se.Coords = stepCoords(r.cfg.Observe, dec)
-		req := &api.StepRequest{Steps: []api.StepEnv{se}, Observe: r.cfg.Observe}
+		req := &api.StepRequest{Steps: []api.StepEnv{se}, Observe: r.observe(j.Task)}
 		if obs != nil {
 			req.Have = []string{obs.Frame}
 		}

@@ -28,6 +28,13 @@ type countStarts struct {
 	n atomic.Int32
 }
 
+// NeedsTree forwards to the wrapped policy (tasks that replay element refs
+// observe the tree).
+func (c *countStarts) NeedsTree(task string) bool {
+	n, ok := c.Policy.(treeNeeder)
+	return ok && n.NeedsTree(task)
+}
+
 func (c *countStarts) Start(ctx context.Context, task api.TaskInfo, seed int64) (Agent, error) {
 	c.n.Add(1)
 	return c.Policy.Start(ctx, task, seed)

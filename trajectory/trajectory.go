@@ -61,6 +61,7 @@ type Step struct {
 	ResponseLogprobs []float64    `msgpack:"response_logprobs,omitempty" json:"response_logprobs,omitempty"`
 	FinishReason     string       `msgpack:"finish_reason,omitempty" json:"finish_reason,omitempty"`
 	ObsFrame         string       `msgpack:"obs_frame" json:"obs_frame"`
+	ObsTree          string       `msgpack:"obs_tree,omitempty" json:"obs_tree,omitempty"` // the a11y tree revision shown (its text is stored like a frame, format "a11y")
 	Reward           float64      `msgpack:"reward" json:"reward"`
 	Error            *aci.Error   `msgpack:"error,omitempty" json:"error,omitempty"`
 	// Ran is set when the step failed: how many of Actions ran (the failed
@@ -86,6 +87,7 @@ type Trajectory struct {
 	StartedAt  time.Time  `msgpack:"started_at" json:"started_at"`
 	EndedAt    *time.Time `msgpack:"ended_at,omitempty" json:"ended_at,omitempty"`
 	InitFrame  string     `msgpack:"init_frame,omitempty" json:"init_frame,omitempty"` // the reset observation
+	InitTree   string     `msgpack:"init_tree,omitempty" json:"init_tree,omitempty"`   // its a11y tree revision, if observed
 	// Labels are free-form tags a client adds to its own copy (the rollout
 	// runner records its job key here); the server leaves them empty.
 	Labels map[string]string `msgpack:"labels,omitempty" json:"labels,omitempty"`

@@ -67,6 +67,7 @@ func init() {
 		"fail": simple(aci.Fail), "failure": simple(aci.Fail), "infeasible": simple(aci.Fail),
 		"terminate": (*argReader).terminate,
 	}
+	addElementActions(actionNames) // element.go
 }
 
 func simple(v aci.Verb) func(*argReader) ([]aci.Action, error) {
@@ -185,7 +186,16 @@ func (r *argReader) str(keys ...string) (string, bool, error) {
 // point reads a target from a coordinate-like argument among keys, or from
 // x/y when xy is true.
 func (r *argReader) point(xy bool, keys ...string) (*aci.Target, error) {
+	if t, err := r.ref(); t != nil || err != nil { // an element ref (element.go)
+		return t, err
+	}
 	if v, k, ok := r.get(keys...); ok {
+		if t, isRef, err := asRef(v); isRef {
+			if err != nil {
+				return nil, r.errf("argument %s: %s", k, aci.AsError(err).Message)
+			}
+			return t, nil
+		}
 		t, err := toTarget(v)
 		if err != nil {
 			return nil, r.errf("argument %s: %v", k, err)

@@ -29,6 +29,9 @@ func (a *pyArgs) num(name string, def float64) (float64, error) {
 
 // point reads x, y (or a tuple in x); nil when neither is given.
 func (a *pyArgs) point() (*aci.Target, error) {
+	if t, err := a.element(); t != nil || err != nil { // element.go
+		return t, err
+	}
 	x, y := a.args["x"], a.args["y"]
 	if seq, ok := x.([]any); ok {
 		if y != nil || len(seq) != 2 {

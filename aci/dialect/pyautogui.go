@@ -258,7 +258,15 @@ var pySigs = map[string][]string{
 	"keyUp":       {"key"},
 	"sleep":       {"seconds"},
 	"screenshot":  {},
+	// Element extensions (element.go).
+	"invokeAction": {"element", "action"},
+	"setValue":     {"element", "value"},
 }
+
+// pyPointCalls take element= (an element ref) where they take a point
+// (element.go).
+var pyPointCalls = map[string]bool{"click": true, "doubleClick": true, "tripleClick": true, "rightClick": true,
+	"middleClick": true, "moveTo": true, "dragTo": true, "mouseDown": true, "mouseUp": true, "scroll": true, "vscroll": true, "hscroll": true}
 
 // pyIgnored are keyword arguments that tune timing only.
 var pyIgnored = map[string]bool{"interval": true, "tween": true, "logScreenshot": true, "_pause": true}
@@ -295,7 +303,7 @@ func (p *pyParser) call(c pyCall) error {
 		if _, dup := args[k]; dup {
 			return dialectErr(c.src, "argument %s given twice", k)
 		}
-		known := false
+		known := k == "element" && pyPointCalls[fn]
 		for _, s := range sig {
 			known = known || s == k
 		}
@@ -339,6 +347,8 @@ func (p *pyParser) call(c pyCall) error {
 		}
 	case "screenshot":
 		acts = []aci.Action{{Verb: aci.Screenshot}}
+	case "invokeAction", "setValue":
+		acts, err = p.pyElementCall(fn, a)
 	}
 	if err != nil {
 		return err

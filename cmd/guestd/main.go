@@ -56,6 +56,7 @@ func run() error {
 	home, _ := os.UserHomeDir()
 	state := flag.String("state", filepath.Join(home, ".shinken"), "directory recording launched apps")
 	relaunch := flag.Bool("relaunch", false, "relaunch the apps recorded in --state once the desktop is ready")
+	a11yBus := flag.Bool("a11y", true, "with --session, start the session's D-Bus and AT-SPI buses (the accessibility tree)")
 	maxExec := flag.Int("max-exec", 16, "concurrent exec calls before busy")
 	agentUID := flag.Int("agent-uid", -1, "uid of the agent's processes (apps, exec, the window manager); -1: guestd's own")
 	agentGID := flag.Int("agent-gid", -1, "gid of the agent's processes; -1: the agent uid")
@@ -85,7 +86,7 @@ func run() error {
 	var sess *guest.Session
 	if *session {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, WMCgroups: cgroups, Logf: log.Printf})
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, WMCgroups: cgroups, A11y: *a11yBus, Logf: log.Printf})
 		cancel()
 		if err != nil {
 			// The sandbox's log is all its owner keeps: say why X or the
@@ -103,7 +104,12 @@ func run() error {
 		log.Printf("guestd: session on %s ready (Xvfb pid %d, wm pid %d)", s.Display(), s.XPid(), s.WMPid())
 	}
 	env = setEnv(env, "DISPLAY", *display)
-	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec,
+	var busAddr string
+	if sess != nil && sess.Bus() != nil {
+		env = sess.AppEnv(env)
+		busAddr = sess.Bus().A11yAddress()
+	}
+	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec, A11yBus: busAddr,
 		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, Exempt: func() []int {
 			if sess == nil {
 				return nil
@@ -113,7 +119,14 @@ func run() error {
 			if sess == nil {
 				return nil
 			}
-			return []int{sess.WMPid()}
+			// The session's buses outlive an episode, like the WM: a
+			// reset that ended them would leave the next one without an
+			// accessibility tree.
+			keep := []int{sess.WMPid()}
+			if b := sess.Bus(); b != nil {
+				keep = append(keep, b.Pids()...)
+			}
+			return keep
 		}, Logf: log.Printf})
 	if err != nil {
 		return err

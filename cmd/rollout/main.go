@@ -74,6 +74,7 @@ func run() error {
 		out         = flag.String("out", "", "run directory: trajectories/, results.jsonl, summary.json, verl.jsonl")
 		resume      = flag.Bool("resume", false, "continue the run in --out, skipping finished jobs")
 		frames      = flag.Bool("frames", false, "store every observed frame under --out")
+		observe     = flag.String("observe", "frame", "what --policy openai reads: frame (screenshot) | a11y (accessibility tree text) | both")
 		quiet       = flag.Bool("quiet", false, "no per-job log lines")
 	)
 	flag.Parse()
@@ -110,11 +111,14 @@ func run() error {
 		if *format == "raw" {
 			return errors.New("--policy openai needs --format png or jpeg")
 		}
+		if err := rollout.CheckObserve(*observe); err != nil {
+			return fmt.Errorf("--observe: %w", err)
+		}
 		if err := rollout.CheckCoords(*coords); err != nil {
 			return fmt.Errorf("--coords: %w", err)
 		}
 		pol = &rollout.OpenAI{URL: *modelURL, Model: *model, APIKey: *apiKey, Dialect: *dialectName, Coords: *coords,
-			TokenIDs: *tokenIDs, MaxTokens: *maxTokens, Temperature: *temperature, MaxImages: *maxImages}
+			TokenIDs: *tokenIDs, MaxTokens: *maxTokens, Temperature: *temperature, MaxImages: *maxImages, Observe: *observe}
 	default:
 		return fmt.Errorf("unknown --policy %q (want scripted, random or openai)", *policy)
 	}
@@ -136,7 +140,7 @@ func run() error {
 	sum, err := rollout.Run(ctx, rollout.Config{
 		Client: client, Policy: pol, Tasks: ids, Seeds: *seeds, Replicas: *replicas, Fork: *fork,
 		Concurrency: *concurrency, MaxAttempts: *attempts, Out: *out, Resume: *resume, SaveFrames: *frames,
-		Observe: &api.Observe{Format: *format, MaxLongEdge: *maxEdge}, Logf: logf,
+		Observe: &api.Observe{Format: *format, MaxLongEdge: *maxEdge, A11y: rollout.ObserveTree(*observe)}, Logf: logf,
 	})
 	if sum != nil {
 		enc := json.NewEncoder(os.Stdout)

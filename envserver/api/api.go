@@ -170,6 +170,9 @@ type ObservationSpec struct {
 	Formats []string `msgpack:"formats" json:"formats"`
 	Default Observe  `msgpack:"default" json:"default"`
 	Screen  *Size    `msgpack:"screen,omitempty" json:"screen,omitempty"`
+	// A11y lists the observe.a11y modes; absent where the sandboxes have
+	// no accessibility tree.
+	A11y []string `msgpack:"a11y,omitempty" json:"a11y,omitempty"`
 }
 
 // PoolSpec describes the sandbox pool honestly.

@@ -20,6 +20,10 @@
 //	             settle_ms (settling on X DAMAGE); shots carry settle info;
 //	             observe after_input; act list_windows; windows as aci.Window
 //	             (title, focused, geometry); welcome damage.
+//	  (2026-12, a11y, additive): observe.a11y none|tree|diff and
+//	             a11y_reset (a new episode's ids); shots carry the tree
+//	             (aci.A11yTree); act targets element_ref; verbs
+//	             invoke_action, set_value; welcome a11y.
 package wire
 
 import (
@@ -169,6 +173,7 @@ type Welcome struct {
 	Screen          Size     `msgpack:"screen"`
 	SHM             bool     `msgpack:"shm"`    // MIT-SHM capture in use (else GetImage)
 	Damage          bool     `msgpack:"damage"` // X DAMAGE available: observations settle on it
+	A11y            bool     `msgpack:"a11y"`   // an accessibility bus: observe.a11y, element_ref, element verbs
 }
 
 // ObserveArgs asks for a capture. IfNoneMatch lists frame hashes the caller
@@ -180,6 +185,9 @@ type ObserveArgs struct {
 	aci.Observe `msgpack:",inline"`
 	IfNoneMatch []string `msgpack:"if_none_match,omitempty"`
 	AfterInput  bool     `msgpack:"after_input,omitempty"`
+	// A11yReset starts a new episode of element ids before the tree is
+	// taken (ids start again at e1; the next diff has no base).
+	A11yReset bool `msgpack:"a11y_reset,omitempty"`
 }
 
 // Shot is one capture.
@@ -194,6 +202,8 @@ type Shot struct {
 	Data        []byte      `msgpack:"data,omitempty"` // encoded image; nil when NotModified
 	// Settle says how the capture was settled; nil when it was not.
 	Settle *aci.SettleInfo `msgpack:"settle,omitempty"`
+	// A11y is the structured observation (observe.a11y tree|diff).
+	A11y *aci.A11yTree `msgpack:"a11y,omitempty"`
 }
 
 // ActArgs runs one action and, when Observe is set, captures afterwards in the

@@ -302,6 +302,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Fork:         true,
 		Resume:       false,
 		Confined:     true,
+		A11y:         images.HasPackage("at-spi2-core") && images.HasPackage("dbus"),
 		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
 			"the agent runs as a uid of its own per container, 1 CPU; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
 			"runs as the next uid with its own HOME; the guest socket is root's",

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/pool"
 	"golang.org/x/sync/errgroup"
 )
@@ -289,6 +290,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Confined:     p.confined,
 		Isolation:    p.isolation(),
 		Notes:        p.notes,
+		A11y:         guest.HasA11y(), // sandboxes run this host's binaries
 	}
 }
 

@@ -15,7 +15,8 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "CheckpointLimit", "TransportError", "StepTimeout", "ProtocolError",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "CheckpointLimit", "StaleElementRef",
+    "TransportError", "StepTimeout", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -164,6 +165,11 @@ class CheckpointLimit(ShinkenError):
     code, http_status = "checkpoint_limit", 429
 
 
+class StaleElementRef(ShinkenError):
+    """An element ref (``e12``) that no longer resolves; observe again (``observe.a11y``) for current ids."""
+    code, http_status = "stale_element_ref", 409
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -225,7 +231,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
-        CheckpointLimit,
+        CheckpointLimit, StaleElementRef,
     )
 }
 

@@ -28,7 +28,7 @@ _ACTION_FIELDS = (
 )
 _ACTION_KEYS = frozenset(k for k, _ in _ACTION_FIELDS)
 _OBSERVE_FIELDS = (("format", "str"), ("max_long_edge", "int"), ("quality", "int"),
-                   ("scope", "str"), ("settle_ms", "int"))
+                   ("scope", "str"))
 _OBSERVE_KEYS = frozenset(k for k, _ in _OBSERVE_FIELDS)
 _TOKENS_KEYS = frozenset(("prompt_ids", "response_ids", "response_logprobs", "finish_reason"))
 
@@ -81,7 +81,12 @@ def _strs(name: str, v: Any) -> List[str]:
 
 
 def target(v: Any, name: str = "target") -> Dict[str, Any]:
-    """Normalizes a target: {kind, x, y} or an (x, y) pixel pair."""
+    """Normalizes a target: {kind, x, y}, {kind: "element_ref", ref: "e12"}
+    (an element of the observation's accessibility tree) or an (x, y) pixel pair."""
+    if isinstance(v, Mapping) and v.get("kind") == "element_ref":
+        if set(v) - {"kind", "ref"}:
+            raise BadRequest(f"{name}: element_ref takes kind and ref only")
+        return {"kind": "element_ref", "x": 0.0, "y": 0.0, "ref": _str(name + ".ref", v.get("ref"))}
     if isinstance(v, Mapping):
         extra = set(v) - {"kind", "x", "y"}
         if extra:

@@ -1,0 +1,358 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// The desktop's message buses: the session bus and the AT-SPI
+// (accessibility) bus, each a dbus-daemon running as the agent, plus the
+// AT-SPI registry on the accessibility bus. Apps started in the session get
+// both addresses, so toolkits with an accessibility bridge (GTK's atk-bridge)
+// export their widget trees; guestd (root or the agent) reads them.
+
+// busDaemon is the D-Bus daemon binary; registryd the AT-SPI registry.
+var (
+	busDaemon = "dbus-daemon"
+	registryd = []string{"/usr/libexec/at-spi2-registryd", "/usr/lib/at-spi2-core/at-spi2-registryd", "/usr/lib/at-spi2/at-spi2-registryd"}
+)
+
+// HasA11y reports whether this system has what an accessibility bus needs.
+func HasA11y() bool {
+	if _, err := exec.LookPath(busDaemon); err != nil {
+		return false
+	}
+	return findRegistryd() != ""
+}
+
+func findRegistryd() string {
+	for _, p := range registryd {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// Bus is the session's running buses.
+type Bus struct {
+	dir     string
+	session string // session bus address
+	a11y    string // accessibility bus address
+	procs   []busProc
+	alive   atomic.Bool
+	closed  atomic.Bool
+}
+
+type busProc struct {
+	name string
+	pid  int
+	done chan struct{}
+}
+
+// busConf is a bus configuration: listen on a socket in the bus's private
+// directory, authenticate by uid, and let the agent (the daemon's own uid)
+// and root (guestd) connect and talk to anyone.
+const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>%s</type>
+  <listen>unix:path=%s</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="root"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_message_size">67108864</limit>
+  <limit name="reply_timeout">60000</limit>
+</busconfig>
+`
+
+// StartBus starts the session bus, the accessibility bus and the AT-SPI
+// registry as as (nil: this process's identity), with env and display, and
+// returns once the registry owns its name on the accessibility bus. On
+// failure everything started is ended.
+func StartBus(ctx context.Context, display string, env []string, as *Identity, logDir string) (*Bus, error) {
+	reg := findRegistryd()
+	if reg == "" {
+		return nil, errors.New("guest: bus: at-spi2-registryd not found (Debian package at-spi2-core)")
+	}
+	dir, err := os.MkdirTemp("", "shinken-bus-")
+	if err != nil {
+		return nil, fmt.Errorf("guest: bus: %w", err)
+	}
+	b := &Bus{dir: dir}
+	fail := func(err error) (*Bus, error) {
+		b.Close()
+		return nil, err
+	}
+	if as.distinct() {
+		if err := os.Chown(dir, as.UID, as.GID); err != nil {
+			return fail(fmt.Errorf("guest: bus: %w", err))
+		}
+	}
+	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS")
+	env = withDefault(env, "DISPLAY", display)
+	denv, err := daemonEnv(dir, env, as)
+	if err != nil {
+		return fail(err)
+	}
+	for _, kind := range []string{"session", "accessibility"} {
+		sock := filepath.Join(dir, kind)
+		conf := filepath.Join(dir, kind+".conf")
+		if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, kind, sock)), 0o644); err != nil {
+			return fail(fmt.Errorf("guest: bus: %w", err))
+		}
+		addr, err := b.startDaemon(ctx, kind, conf, denv, as, logDir)
+		if err != nil {
+			return fail(err)
+		}
+		if kind == "session" {
+			b.session = addr
+		} else {
+			b.a11y = addr
+		}
+	}
+	renv := append(env[:len(env):len(env)], b.Env()...)
+	cmd := &exec.Cmd{Path: reg, Args: []string{reg}, Env: renv}
+	if err := b.start(cmd, "at-spi2-registryd", as, logDir); err != nil {
+		return fail(err)
+	}
+	if err := waitName(ctx, b.a11y, "org.a11y.atspi.Registry", b.procs[len(b.procs)-1].done); err != nil {
+		return fail(err)
+	}
+	b.alive.Store(true)
+	return b, nil
+}
+
+// startDaemon starts one dbus-daemon and reads the address it prints once
+// it listens.
+func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, as *Identity, logDir string) (string, error) {
+	path, err := exec.LookPath(busDaemon)
+	if err != nil {
+		return "", fmt.Errorf("guest: bus: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{Path: path, Args: []string{busDaemon, "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=3"}, Env: env, ExtraFiles: []*os.File{w}}
+	err = b.start(cmd, kind+" bus", as, logDir)
+	w.Close()
+	if err != nil {
+		return "", err
+	}
+	done := b.procs[len(b.procs)-1].done
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		got <- strings.TrimSpace(line)
+	}()
+	select {
+	case addr := <-got:
+		if addr == "" {
+			return "", fmt.Errorf("guest: %s bus printed no address", kind)
+		}
+		return addr, nil
+	case <-done:
+		return "", fmt.Errorf("guest: %s bus exited during start-up", kind)
+	case <-ctx.Done():
+		r.SetReadDeadline(time.Now())
+		return "", fmt.Errorf("guest: waiting for the %s bus: %w", kind, ctx.Err())
+	}
+}
+
+func (b *Bus) start(cmd *exec.Cmd, name string, as *Identity, logDir string) error {
+	logf, err := logFile(logDir, "bus.log")
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	as.credential(cmd)
+	pid, wait, err := startChild(cmd)
+	logf.Close()
+	if err != nil {
+		return fmt.Errorf("guest: start %s: %w", name, err)
+	}
+	p := busProc{name: name, pid: pid, done: make(chan struct{})}
+	go func() {
+		<-wait
+		b.alive.Store(false)
+		close(p.done)
+	}()
+	b.procs = append(b.procs, p)
+	return nil
+}
+
+// waitName probes until name has an owner on the bus at addr.
+func waitName(ctx context.Context, addr, name string, died <-chan struct{}) error {
+	var conn *dbus.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	return probe(ctx, "waiting for "+name, func() bool {
+		if conn == nil {
+			c, err := dbus.Connect(addr, dbus.WithContext(ctx))
+			if err != nil {
+				return false
+			}
+			conn = c
+		}
+		var has bool
+		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, name).Store(&has)
+		return err == nil && has
+	}, died)
+}
+
+// nssWrapper is the NSS shim that lends a dbus-daemon password entries
+// (Debian libnss-wrapper).
+var nssWrapper = []string{"/usr/lib/x86_64-linux-gnu/libnss_wrapper.so", "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so", "/usr/lib/libnss_wrapper.so"}
+
+// daemonEnv is the environment of the bus daemons. dbus-daemon looks up
+// every connecting uid in the password database (its groups decide policy)
+// and drops a connection whose uid has none; a sandbox's agent uid may have
+// no entry (the host's /etc, read-only). Then the daemons get one through
+// nss_wrapper: the agent and root, in files in the bus directory.
+func daemonEnv(dir string, env []string, as *Identity) ([]string, error) {
+	if !as.distinct() {
+		return env, nil
+	}
+	if _, err := user.LookupId(strconv.Itoa(as.UID)); err == nil {
+		return env, nil
+	}
+	lib := ""
+	for _, p := range nssWrapper {
+		if _, err := os.Stat(p); err == nil {
+			lib = p
+			break
+		}
+	}
+	if lib == "" {
+		return nil, fmt.Errorf("guest: bus: uid %d has no password entry and libnss_wrapper is missing (Debian libnss-wrapper)", as.UID)
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nagent:x:%d:%d:agent:/nonexistent:/bin/sh\n", as.UID, as.GID)
+	group := fmt.Sprintf("root:x:0:\nagent:x:%d:\n", as.GID)
+	for name, body := range map[string]string{"passwd": passwd, "group": group} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return nil, fmt.Errorf("guest: bus: %w", err)
+		}
+	}
+	return append(env[:len(env):len(env)], "LD_PRELOAD="+lib, "NSS_WRAPPER_PASSWD="+filepath.Join(dir, "passwd"), "NSS_WRAPPER_GROUP="+filepath.Join(dir, "group")), nil
+}
+
+// Env is what apps in the session need to find the buses.
+func (b *Bus) Env() []string {
+	// GTK 3 bridges on its own; GTK 2 apps (pcmanfm) load the bridge as a
+	// module.
+	return []string{"DBUS_SESSION_BUS_ADDRESS=" + b.session, "AT_SPI_BUS_ADDRESS=" + b.a11y, "GTK_MODULES=gail:atk-bridge"}
+}
+
+// A11yAddress is the accessibility bus's address.
+func (b *Bus) A11yAddress() string { return b.a11y }
+
+// Alive reports whether the daemons and the registry all still run.
+func (b *Bus) Alive() bool { return b.alive.Load() }
+
+// Pids lists the bus processes.
+func (b *Bus) Pids() []int {
+	out := make([]int, 0, len(b.procs))
+	for _, p := range b.procs {
+		out = append(out, p.pid)
+	}
+	return out
+}
+
+// Close ends the registry and the daemons and removes their directory.
+func (b *Bus) Close() error {
+	if b == nil || !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for i := len(b.procs) - 1; i >= 0; i-- {
+		p := b.procs[i]
+		signalGroup(p.pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Second):
+			signalGroup(p.pid, syscall.SIGKILL)
+			<-p.done
+		}
+		signalGroup(p.pid, syscall.SIGKILL)
+	}
+	os.RemoveAll(b.dir)
+	return nil
+}
+
+// withoutKeys drops KEY=... entries for the given keys.
+func withoutKeys(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+outer:
+	for _, kv := range env {
+		for _, k := range keys {
+			if strings.HasPrefix(kv, k+"=") {
+				continue outer
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// startBus starts the session's buses; a failure is logged and the session
+// runs without an accessibility tree.
+func (s *Session) startBus(ctx context.Context, cfg SessionConfig) {
+	if !HasA11y() {
+		cfg.Logf("guest: no dbus-daemon or at-spi2-registryd: the session has no accessibility bus")
+		return
+	}
+	b, err := StartBus(ctx, cfg.Display, cfg.Env, cfg.WMAs, cfg.LogDir)
+	if err != nil {
+		msg := ""
+		if cfg.LogDir != "" {
+			if b, rerr := os.ReadFile(filepath.Join(cfg.LogDir, "bus.log")); rerr == nil && len(b) > 0 {
+				msg = " (bus.log: " + strings.TrimSpace(string(b[max(0, len(b)-600):])) + ")"
+			}
+		}
+		cfg.Logf("guest: %v%s: the session has no accessibility bus", err, msg)
+		return
+	}
+	s.bus = b
+}
+
+// Bus returns the session's buses, nil without them.
+func (s *Session) Bus() *Bus { return s.bus }
+
+// BusEnv is what an app needs to find the session's buses (nil without).
+func (s *Session) BusEnv() []string {
+	if s.bus == nil {
+		return nil
+	}
+	return s.bus.Env()
+}
+
+// AppEnv is env for apps of the session: with the buses, their addresses
+// and no NO_AT_BRIDGE, so that toolkits export their accessibility trees.
+func (s *Session) AppEnv(env []string) []string {
+	if s.bus == nil {
+		return env
+	}
+	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS", "GTK_MODULES")
+	return append(env, s.bus.Env()...)
+}
