@@ -205,21 +205,15 @@ func (u *uiSource) Frame(hash string) ([]byte, string, error) {
 // used: the UI's reads must not keep frames the trainers no longer need.
 // It tries the likely encodings first and scans only when those miss.
 func (c *frameCache) peekHash(hash string, def api.Observe) (data []byte, format string, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, k := range []frameKey{
 		{hash, def.Format, def.Quality}, {hash, aci.FormatPNG, 0}, {hash, aci.FormatJPEG, 80}, {hash, aci.FormatRaw, 0},
 	} {
-		if el, hit := c.byKey[k]; hit {
-			return el.Value.(*frameEntry).data, k.format, true
+		if data, hit := c.Peek(k); hit {
+			return data, k.format, true
 		}
 	}
-	for k, el := range c.byKey {
-		if k.hash == hash {
-			return el.Value.(*frameEntry).data, k.format, true
-		}
-	}
-	return nil, "", false
+	k, data, ok := c.Find(func(k frameKey) bool { return k.hash == hash })
+	return data, k.format, ok
 }
 
 func timeOfNanos(n int64) time.Time {

@@ -178,17 +178,7 @@ func anthropicAction(in map[string]any, src string) ([]aci.Action, error) {
 		if err != nil {
 			return nil, err
 		}
-		verb, button, clicks := aci.Click, "", 1
-		switch action {
-		case "right_click":
-			verb = aci.RightClick
-		case "middle_click":
-			button = "middle"
-		case "double_click":
-			verb = aci.DoubleClick
-		case "triple_click":
-			clicks = 3
-		}
+		verb, button, clicks := clickKind(action)
 		return clickActions(src, verb, t, button, clicks, m)
 	case "left_click_drag":
 		if t == nil {

@@ -130,17 +130,7 @@ func (q *qwenParser) action(action string, r *argReader) ([]aci.Action, error) {
 		if err != nil {
 			return nil, err
 		}
-		verb, button, clicks := aci.Click, "", 1
-		switch action {
-		case "right_click":
-			verb = aci.RightClick
-		case "middle_click":
-			button = "middle"
-		case "double_click":
-			verb = aci.DoubleClick
-		case "triple_click":
-			clicks = 3
-		}
+		verb, button, clicks := clickKind(action)
 		return clickActions(r.c.snippet, verb, t, button, clicks, nil)
 	case "mouse_move":
 		t, err := point()
@@ -213,4 +203,22 @@ func (q *qwenParser) action(action string, r *argReader) ([]aci.Action, error) {
 // dragFromPointer drags from wherever the pointer is to t.
 func dragFromPointer(t *aci.Target) []aci.Action {
 	return []aci.Action{{Verb: aci.MouseDown}, {Verb: aci.Move, Target: t}, {Verb: aci.MouseUp}}
+}
+
+// clickKind reads the computer-use click actions that Qwen's computer_use
+// and Claude's computer tool share (left_click, right_click, middle_click,
+// double_click, triple_click).
+func clickKind(action string) (verb aci.Verb, button string, clicks int) {
+	verb, clicks = aci.Click, 1
+	switch action {
+	case "right_click":
+		verb = aci.RightClick
+	case "middle_click":
+		button = "middle"
+	case "double_click":
+		verb = aci.DoubleClick
+	case "triple_click":
+		clicks = 3
+	}
+	return verb, button, clicks
 }

@@ -2,11 +2,11 @@ package ui
 
 import (
 	"bytes"
-	"container/list"
 	"image"
 	"image/draw"
 	"image/jpeg"
-	"sync"
+
+	"github.com/shinken-rl/shinken/internal/lru"
 )
 
 // Thumbnails: the pool view shows every env's latest frame small, so it asks
@@ -25,61 +25,25 @@ type thumbKey struct {
 	w    int
 }
 
+// thumbCache holds made thumbnails; work bounds renders in flight.
 type thumbCache struct {
-	mu    sync.Mutex
-	max   int64
-	size  int64
-	order *list.List // front = most recent; values are *thumbEntry
-	byKey map[thumbKey]*list.Element
-	work  chan struct{} // bounds renders in flight
-}
-
-type thumbEntry struct {
-	key  thumbKey
-	data []byte
+	*lru.Bytes[thumbKey]
+	work chan struct{}
 }
 
 func newThumbCache(maxBytes int64) *thumbCache {
-	return &thumbCache{max: maxBytes, order: list.New(), byKey: map[thumbKey]*list.Element{}, work: make(chan struct{}, thumbWorkers)}
-}
-
-func (c *thumbCache) get(k thumbKey) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.byKey[k]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(el)
-	return el.Value.(*thumbEntry).data, true
-}
-
-func (c *thumbCache) put(k thumbKey, data []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byKey[k]; ok || int64(len(data)) > c.max {
-		return
-	}
-	c.byKey[k] = c.order.PushFront(&thumbEntry{key: k, data: data})
-	c.size += int64(len(data))
-	for c.size > c.max {
-		el := c.order.Back()
-		e := el.Value.(*thumbEntry)
-		c.order.Remove(el)
-		delete(c.byKey, e.key)
-		c.size -= int64(len(e.data))
-	}
+	return &thumbCache{lru.New[thumbKey](maxBytes), make(chan struct{}, thumbWorkers)}
 }
 
 // thumb returns the JPEG thumbnail of a frame, w pixels wide at most.
 func (u *UI) thumb(hash string, w int, data []byte, format string) ([]byte, error) {
 	k := thumbKey{hash, w}
-	if b, ok := u.thumbs.get(k); ok {
+	if b, ok := u.thumbs.Get(k); ok {
 		return b, nil
 	}
 	u.thumbs.work <- struct{}{}
 	defer func() { <-u.thumbs.work }()
-	if b, ok := u.thumbs.get(k); ok { // made while this one waited
+	if b, ok := u.thumbs.Get(k); ok { // made while this one waited
 		return b, nil
 	}
 	img, err := u.decodeImage(data, format)
@@ -95,7 +59,7 @@ func (u *UI) thumb(hash string, w int, data []byte, format string) ([]byte, erro
 	if err := jpeg.Encode(&buf, downscale(img, edge), &jpeg.Options{Quality: thumbQuality}); err != nil {
 		return nil, err
 	}
-	u.thumbs.put(k, buf.Bytes())
+	u.thumbs.Put(k, buf.Bytes())
 	return buf.Bytes(), nil
 }
 
