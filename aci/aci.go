@@ -188,9 +188,8 @@ const (
 	CodeTimeout         Code = "timeout"
 	CodeEpisodeOver     Code = "episode_over"
 	CodeInternal        Code = "internal"
-	CodeScorerError     Code = "scorer_error"     // the verifier gave no valid verdict
-	CodeAgentError      Code = "agent_error"      // the agent broke what it acted on (its session, pids, memory)
-	CodeCheckpointLimit Code = "checkpoint_limit" // too many named checkpoints, or too many bytes of them
+	CodeScorerError     Code = "scorer_error" // the verifier gave no valid verdict
+	CodeAgentError      Code = "agent_error"  // the agent broke what it acted on (its session, pids, memory)
 	// Guest-side codes that stay inside the host⇄guest protocol or surface
 	// through info.error.
 	CodeBusy         Code = "busy"          // guest concurrency limit reached

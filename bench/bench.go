@@ -34,16 +34,13 @@ type Options struct {
 	Scenarios []string
 	// Pools overrides the pool sizes of the throughput scenario.
 	Pools []int
-	// ResetModes are the servers' reset modes the throughput scenario
-	// compares (in_place, reboot); default in_place alone.
-	ResetModes []string
-	Logf       func(format string, args ...any) // progress; default discards
+	Logf  func(format string, args ...any) // progress; default discards
 	// ServerLogf receives the servers' own logs; default discards.
 	ServerLogf func(format string, args ...any)
 }
 
 // Scenarios lists every scenario name in the order Run executes them.
-var Scenarios = []string{"lifecycle", "latency", "dedup", "throughput", "burst"}
+var Scenarios = []string{"lifecycle", "latency", "dedup", "throughput"}
 
 const defaultTask = "xterm-hello-file"
 
@@ -52,26 +49,22 @@ type sizes struct {
 	latencySteps  int           // steps per mode and baseline
 	pools         []int         // throughput pool sizes
 	window        time.Duration // throughput measurement window per point
+	warmup        time.Duration // throughput warm-up per point, not counted
 	coldTasks     int           // distinct tasks reset cold
 	warmResets    int           // warm resets measured
 	forkNs        []int         // fork sizes
 	forkReps      int           // forks per size
 	dedupReplicas int           // forked replicas stepped in lockstep
 	dedupSteps    int           // steps per dedup configuration
-	burstPool     int           // burst: the warm pool
-	burstEnvs     int           // burst: concurrent resets
-	burstWindow   time.Duration // burst: how long the envs step slowly
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
-		return sizes{latencySteps: 10, pools: []int{1, 2, 4}, window: 2500 * time.Millisecond,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 3,
-			burstPool: 2, burstEnvs: 8, burstWindow: 6 * time.Second}
+		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4}
 	}
-	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second,
-		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12,
-		burstPool: 16, burstEnvs: 64, burstWindow: 30 * time.Second}
+	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
+		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12}
 }
 
 // Report is everything a run measured. Sections of scenarios that were not
@@ -86,12 +79,8 @@ type Report struct {
 	Latency    *Latency    `json:"latency,omitempty"`
 	Throughput *Throughput `json:"throughput,omitempty"`
 	Lifecycle  *Lifecycle  `json:"lifecycle,omitempty"`
-	// LifecycleModes holds the lifecycle scenario of every further reset
-	// mode compared (Lifecycle is the first mode's).
-	LifecycleModes []*Lifecycle `json:"lifecycle_modes,omitempty"`
-	Dedup          *Dedup       `json:"dedup,omitempty"`
-	Bursts         []*Burst     `json:"bursts,omitempty"`
-	Errors         []string     `json:"errors,omitempty"`
+	Dedup      *Dedup      `json:"dedup,omitempty"`
+	Errors     []string    `json:"errors,omitempty"`
 }
 
 // ReportVersion is the JSON report's schema version.
@@ -164,8 +153,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	b := &runner{opts: opts, sz: sz, tasks: tasks, taskDir: dir, report: r}
 	start := time.Now()
 	for _, name := range Scenarios {
-		if !selected(opts.Scenarios, name) || (name == "burst" && opts.Quick && len(opts.Scenarios) == 0) {
-			continue // the burst is not part of the quick set unless asked for
+		if !selected(opts.Scenarios, name) {
+			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return r, err
@@ -175,19 +164,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		var err error
 		switch name {
 		case "lifecycle":
-			var lcs []*Lifecycle
-			lcs, err = b.lifecycles(ctx)
-			if len(lcs) > 0 {
-				r.Lifecycle, r.LifecycleModes = lcs[0], lcs[1:]
-			}
+			r.Lifecycle, err = b.lifecycle(ctx)
 		case "latency":
 			r.Latency, err = b.latency(ctx)
 		case "dedup":
 			r.Dedup, err = b.dedup(ctx)
 		case "throughput":
 			r.Throughput, err = b.throughput(ctx)
-		case "burst":
-			r.Bursts, err = b.bursts(ctx)
 		}
 		if err != nil {
 			opts.Logf("bench: %s failed: %v", name, err)
@@ -197,7 +180,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && len(r.Bursts) == 0 {
+	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil {
 		return r, fmt.Errorf("bench: every scenario failed: %s", strings.Join(r.Errors, "; "))
 	}
 	return r, ctx.Err()

@@ -10,12 +10,11 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
-	"github.com/shinken-rl/shinken/envserver/api/client"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestParseMetrics(t *testing.T) {
-	m := client.ParseMetrics([]byte(`# HELP x y
+	m := parseMetrics([]byte(`# HELP x y
 # TYPE shinken_frames_total counter
 shinken_frames_total{result="encoded"} 12
 shinken_frames_total{result="not_modified"} 3

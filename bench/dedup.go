@@ -69,7 +69,7 @@ func (b *runner) dedupOne(ctx context.Context, cache string, edit func(*configs.
 	c := srv.c
 	mc := NewClient(srv.st.URL, "") // metrics go on their own connections
 	defer mc.CloseIdle()
-	rr, err := resetAll(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
+	rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (b *runner) dedupOne(ctx context.Context, cache string, edit func(*configs.
 	if _, err := settle(ctx, c, parent); err != nil {
 		return nil, err
 	}
-	fr, err := forkAll(ctx, c, &api.ForkRequest{EnvID: parent, N: b.sz.dedupReplicas})
+	fr, err := c.Fork(ctx, &api.ForkRequest{EnvID: parent, N: b.sz.dedupReplicas})
 	if fr != nil {
 		defer c.Close(context.WithoutCancel(ctx), envIDs(fr)...)
 	}

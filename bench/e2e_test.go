@@ -38,7 +38,7 @@ func tinyRunner(t *testing.T) *runner {
 	cfg, _ := configs.LoadServer("")
 	return &runner{
 		opts: Options{Task: defaultTask, GuestdPath: servertest.Guestd(t), Logf: t.Logf, ServerLogf: func(string, ...any) {}},
-		sz: sizes{pools: []int{1}, window: 6 * time.Second,
+		sz: sizes{pools: []int{1}, window: 6 * time.Second, warmup: 2 * time.Second,
 			dedupReplicas: 2, dedupSteps: 2},
 		tasks: tasks, taskDir: dir, report: &Report{Server: ServerInfo{Screen: cfg.Screen}},
 	}

@@ -64,7 +64,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 	}
 	defer srv.close()
 	c := srv.c
-	rr, err := resetAll(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}, {Task: longTask}}})
+	rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}, {Task: longTask}}})
 	if err != nil {
 		return nil, fmt.Errorf("reset: %w", err)
 	}
@@ -84,7 +84,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 	click := &aci.Action{Verb: aci.Click, Target: aci.Px(clickX, clickY)}
 	shinken := func(format string) func(ctx context.Context, p *modeProbe) error {
 		return func(ctx context.Context, p *modeProbe) error {
-			req := &api.StepRequest{Steps: []api.StepEnv{{EnvID: busy, Action: click}}, Observe: &api.Observe{Format: format, Settle: noSettle}}
+			req := &api.StepRequest{Steps: []api.StepEnv{{EnvID: busy, Action: click}}, Observe: &api.Observe{Format: format}}
 			return p.stepOnce(ctx, c, req, format)
 		}
 	}
@@ -103,7 +103,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 		{ModeLatency: ModeLatency{Mode: "not_modified", Method: "POST /v1/step {click} observe png with have=[current frame] on a static xterm: the guest answers not_modified and the reply carries no image"},
 			run: func(ctx context.Context, p *modeProbe) error {
 				req := &api.StepRequest{Steps: []api.StepEnv{{EnvID: static, Action: click}},
-					Observe: &api.Observe{Format: aci.FormatPNG, Settle: noSettle}, Have: []string{last}}
+					Observe: &api.Observe{Format: aci.FormatPNG}, Have: []string{last}}
 				err := p.stepOnce(ctx, c, req, aci.FormatPNG)
 				if err == nil && len(p.ds) > 0 {
 					last = p.lastFrame
@@ -136,7 +136,7 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 		}
 	}
 	out := &Latency{Steps: b.sz.latencySteps,
-		Method: "each mode steps one env of a pool-2 server (shipped config) from a Go client in this process; modes and baseline alternate step by step in rotating order; latency is the client's wall time from request to decoded reply; Shinken's steps ask for no settle (observe.settle all 0), since the baseline does not wait either and the busy xterm never stops drawing (a settled step waits out settle.max_ms: the throughput scenario's steps show settle's cost)"}
+		Method: "each mode steps one env of a pool-2 server (shipped config) from a Go client in this process; modes and baseline alternate step by step in rotating order; latency is the client's wall time from request to decoded reply"}
 	for _, p := range probes {
 		p.Dist = Summarize(p.ds)
 		if n := len(p.ds); n > 0 {
@@ -153,9 +153,6 @@ func (b *runner) latency(ctx context.Context) (*Latency, error) {
 	}
 	return out, nil
 }
-
-// noSettle asks for a capture right after the action, as the baseline does.
-var noSettle = &aci.Settle{}
 
 // stepOnce times one single-env step and records its freshness and bytes.
 func (p *modeProbe) stepOnce(ctx context.Context, c *Client, req *api.StepRequest, format string) error {

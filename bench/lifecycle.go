@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 )
 
 // Lifecycle holds reset, fork, boot and memory figures.
 type Lifecycle struct {
-	ResetMode   string      `json:"reset_mode"`
 	Method      string      `json:"method"`
 	Pool        int         `json:"pool"`
 	BootSeconds float64     `json:"boot_seconds"`
@@ -56,31 +54,18 @@ type MemPoint struct {
 	Procs     float64 `json:"procs_per_sandbox"`
 }
 
-// lifecycles runs the lifecycle scenario once per reset mode.
-func (b *runner) lifecycles(ctx context.Context) ([]*Lifecycle, error) {
-	var out []*Lifecycle
-	for _, mode := range b.resetModes() {
-		lc, err := b.lifecycle(ctx, mode)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", mode, err)
-		}
-		out = append(out, lc)
-	}
-	return out, nil
-}
-
-func (b *runner) lifecycle(ctx context.Context, mode string) (*Lifecycle, error) {
+func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 	// The pool caps live sandboxes at 2*pool+8 and a fork does not evict
 	// the warm general sandboxes, so a fork of n beside the pool, its
 	// parent, the task's golden and replicas needs a pool of about n-3.
 	pool := max(2, b.sz.forkNs[len(b.sz.forkNs)-1]-3)
-	srv, err := b.startServer(ctx, pool, func(c *configs.Server) { c.ResetMode = mode })
+	srv, err := b.startServer(ctx, pool, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.close()
 	c := srv.c
-	out := &Lifecycle{ResetMode: mode, Pool: pool, BootSeconds: srv.booted.Seconds(),
+	out := &Lifecycle{Pool: pool, BootSeconds: srv.booted.Seconds(),
 		Method:     fmt.Sprintf("one server, pool %d, shipped config; client wall time of each call from this process", pool),
 		BootMethod: fmt.Sprintf("stack.Open until /v1/spec reports %d warm sandboxes (cold boots: Xvfb + openbox + guestd each)", pool),
 	}
@@ -100,7 +85,7 @@ func (b *runner) lifecycle(ctx context.Context, mode string) (*Lifecycle, error)
 	var env string
 	for _, id := range ids {
 		t0 := time.Now()
-		rr, err := resetAll(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: id}}})
+		rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: id}}})
 		if err != nil {
 			return nil, fmt.Errorf("cold reset %s: %w", id, err)
 		}
@@ -120,7 +105,7 @@ func (b *runner) lifecycle(ctx context.Context, mode string) (*Lifecycle, error)
 	for i := 0; i < b.sz.warmResets; i++ {
 		srv.waitReplica(ctx, 20*time.Second)
 		t0 := time.Now()
-		if _, err := resetAll(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: b.opts.Task}}}); err != nil {
+		if _, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: b.opts.Task}}}); err != nil {
 			return nil, fmt.Errorf("warm reset: %w", err)
 		}
 		warm = append(warm, time.Since(t0))
@@ -140,7 +125,7 @@ func (b *runner) lifecycle(ctx context.Context, mode string) (*Lifecycle, error)
 		for rep := 0; rep < b.sz.forkReps; rep++ {
 			srv.waitWarm(ctx, pool)
 			t0 := time.Now()
-			fr, err := forkAll(ctx, c, &api.ForkRequest{EnvID: env, N: n})
+			fr, err := c.Fork(ctx, &api.ForkRequest{EnvID: env, N: n})
 			d := time.Since(t0)
 			if err != nil {
 				fp.Errors++

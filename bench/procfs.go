@@ -18,7 +18,6 @@ const clockTicks = 100
 
 // procStat is what bench reads from /proc/<pid>/stat.
 type procStat struct {
-	comm      string
 	pid, ppid int
 	start     uint64 // start time in ticks since boot: (pid, start) names a process
 	ownTicks  uint64 // utime+stime
@@ -45,11 +44,7 @@ func readProcStat(pid int) (procStat, error) {
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	start, _ := strconv.ParseUint(f[19], 10, 64)
-	comm := ""
-	if j := bytes.IndexByte(b, '('); j >= 0 && j < i {
-		comm = string(b[j+1 : i])
-	}
-	return procStat{comm: comm, pid: pid, ppid: ppid, start: start, ownTicks: utime + stime}, nil
+	return procStat{pid: pid, ppid: ppid, start: start, ownTicks: utime + stime}, nil
 }
 
 // allProcs reads the stat of every process visible in /proc.
@@ -100,7 +95,6 @@ type CPUSampler struct {
 	root  int
 	first map[[2]uint64]uint64 // (pid, start) -> ticks at first sight
 	last  map[[2]uint64]uint64
-	part  map[[2]uint64]string // which part of the tree a process is (see partOf)
 	stop  chan struct{}
 	done  chan struct{}
 	n     atomic.Int64 // samples completed
@@ -108,7 +102,7 @@ type CPUSampler struct {
 
 // StartCPUSampler samples root's tree every period until Stop.
 func StartCPUSampler(root int, period time.Duration) *CPUSampler {
-	s := &CPUSampler{root: root, first: map[[2]uint64]uint64{}, last: map[[2]uint64]uint64{}, part: map[[2]uint64]string{},
+	s := &CPUSampler{root: root, first: map[[2]uint64]uint64{}, last: map[[2]uint64]uint64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.sample(true)
 	go func() {
@@ -138,38 +132,8 @@ func (s *CPUSampler) sample(initial bool) {
 			}
 		}
 		s.last[k] = p.ownTicks
-		if _, ok := s.part[k]; !ok {
-			s.part[k] = s.partOf(p)
-		}
 	}
 	s.n.Add(1)
-}
-
-// partOf names the part of the tree p belongs to: server (the root: bench
-// with its in-process envserver and client), guestd (a sandbox's PID 1 and
-// its re-executed init), xvfb, or apps (the window manager, the task's apps,
-// whatever they started).
-func (s *CPUSampler) partOf(p procStat) string {
-	switch {
-	case p.pid == s.root:
-		return "server"
-	case p.comm == "guestd" || p.comm == "exe" || strings.HasPrefix(p.comm, "shinken"):
-		return "guestd"
-	case p.comm == "Xvfb":
-		return "xvfb"
-	}
-	return "apps"
-}
-
-// ByPart returns, after Stop, the CPU seconds of each part of the tree.
-func (s *CPUSampler) ByPart() map[string]float64 {
-	out := map[string]float64{}
-	for k, last := range s.last {
-		if f := s.first[k]; last > f {
-			out[s.part[k]] += float64(last-f) / clockTicks
-		}
-	}
-	return out
 }
 
 // Samples reports how many samples have completed so far.

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -78,7 +77,7 @@ func Charts(r *Report) []ChartFile {
 			Categories: cats, Note: "steps finished in the measurement window / its length; one worker per env, task " + r.Server.Task}
 		eps := &Chart{Title: "Episodes per minute vs pool size", XLabel: "pool size (concurrent envs)", YLabel: "episodes / min",
 			Categories: cats, Note: "episodes ending (terminated or truncated) in the window, per minute"}
-		for _, pol := range seriesNames(byPolicy) {
+		for _, pol := range []string{"random", "scripted"} {
 			row := byPolicy[pol]
 			if row == nil {
 				continue
@@ -168,63 +167,19 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// throughputGrid indexes throughput points by series (the policy, with
-// its reset mode unless it is the run's first) and pool size.
+// throughputGrid indexes throughput points by policy and pool size.
 func throughputGrid(t *Throughput) (pools []int, byPolicy map[string]map[int]ThroughputPoint) {
 	byPolicy = map[string]map[int]ThroughputPoint{}
-	first := ""
-	seen := map[int]bool{}
 	for _, p := range t.Points {
-		if first == "" {
-			first = p.ResetMode
+		if byPolicy[p.Policy] == nil {
+			byPolicy[p.Policy] = map[int]ThroughputPoint{}
 		}
-		name := p.Policy
-		if p.ResetMode != first {
-			name += " (" + p.ResetMode + ")"
-		}
-		if byPolicy[name] == nil {
-			byPolicy[name] = map[int]ThroughputPoint{}
-		}
-		byPolicy[name][p.Pool] = p
-		if !seen[p.Pool] {
-			seen[p.Pool] = true
+		byPolicy[p.Policy][p.Pool] = p
+		if len(pools) == 0 || pools[len(pools)-1] != p.Pool {
 			pools = append(pools, p.Pool)
 		}
 	}
-	sort.Ints(pools)
 	return pools, byPolicy
-}
-
-// seriesNames lists throughputGrid's series in a stable order.
-func seriesNames(byPolicy map[string]map[int]ThroughputPoint) []string {
-	var out []string
-	for k := range byPolicy {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// partsString renders a point's CPU split per step in milliseconds.
-func partsString(p ThroughputPoint) string {
-	var parts []string
-	for _, k := range []string{"server", "guestd", "xvfb", "apps"} {
-		if v, ok := p.CPUByPart[k]; ok {
-			parts = append(parts, fmt.Sprintf("%s %.1f", k, v*1000))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// phasesString renders a point's mean wall time per step by phase (ms).
-func phasesString(p ThroughputPoint) string {
-	var parts []string
-	for _, k := range []string{"act", "observe", "verify", "freeze", "http"} {
-		if v, ok := p.PhaseMS[k]; ok {
-			parts = append(parts, fmt.Sprintf("%s %.1f", k, v))
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // Table renders the report for a terminal.
@@ -250,26 +205,20 @@ func Table(r *Report) string {
 	}
 	if t := r.Throughput; t != nil {
 		sb.WriteString("Rollout throughput:\n")
-		fmt.Fprintln(tw, "policy\treset mode\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\treset p95 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
+		fmt.Fprintln(tw, "policy\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
 		for _, p := range t.Points {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.4f\t%.4f\t%.2f\t%d\t\n", p.Policy, p.ResetMode, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.ResetP50, p.ResetP95, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
 		}
 		tw.Flush()
-		for _, p := range t.Points {
-			fmt.Fprintf(&sb, "  %s %s pool %d: CPU ms/step by part: %s; wall ms/step by phase: %s\n", p.Policy, p.ResetMode, p.Pool, partsString(p), phasesString(p))
-		}
 		fmt.Fprintf(&sb, "stops scaling after pool %d", t.Knee)
 		if t.Stopped != "" {
 			fmt.Fprintf(&sb, " (%s)", t.Stopped)
 		}
 		sb.WriteString("\n\n")
 	}
-	for _, lc := range append([]*Lifecycle{r.Lifecycle}, r.LifecycleModes...) {
-		if lc == nil {
-			continue
-		}
-		fmt.Fprintf(&sb, "Lifecycle (reset mode %s, pool %d, booted in %.1fs):\n", lc.ResetMode, lc.Pool, lc.BootSeconds)
+	if lc := r.Lifecycle; lc != nil {
+		fmt.Fprintf(&sb, "Lifecycle (pool %d, booted in %.1fs):\n", lc.Pool, lc.BootSeconds)
 		fmt.Fprintln(tw, "what\tn\tp50 ms\tp95 ms\tmax ms\t")
 		fmt.Fprintf(tw, "reset cold\t%d\t%.0f\t%.0f\t%.0f\t\n", lc.ResetCold.Dist.N, lc.ResetCold.Dist.P50, lc.ResetCold.Dist.P95, lc.ResetCold.Dist.Max)
 		fmt.Fprintf(tw, "reset warm\t%d\t%.0f\t%.0f\t%.0f\t\n", lc.ResetWarm.Dist.N, lc.ResetWarm.Dist.P50, lc.ResetWarm.Dist.P95, lc.ResetWarm.Dist.Max)
@@ -289,13 +238,6 @@ func Table(r *Report) string {
 				row.Encodes, row.Distinct, row.Saving)
 		}
 		tw.Flush()
-		sb.WriteString("\n")
-	}
-	for _, bu := range r.Bursts {
-		fmt.Fprintf(&sb, "Burst (reset mode %s): %d resets at once on pool %d: %d ok, %d failed %v; reset p50 %.0f p95 %.0f ms; then one step per %s each: %d steps (%d errors), p50 %.0f p95 %.0f ms; %.1f MiB PSS per desktop (%d measured)\n",
-			bu.ResetMode, bu.Envs, bu.Pool, bu.ResetsOK, bu.ResetFailures, bu.FailCodes, bu.Reset.P50, bu.Reset.P95, burstPeriod, bu.Steps, bu.StepErrors, bu.Step.P50, bu.Step.P95, bu.Memory.PSSMiB, bu.Memory.Sandboxes)
-	}
-	if len(r.Bursts) > 0 {
 		sb.WriteString("\n")
 	}
 	for _, e := range r.Errors {
@@ -355,10 +297,10 @@ func Markdown(r *Report, charts []ChartFile) string {
 	if t := r.Throughput; t != nil {
 		sb.WriteString("## Rollout throughput\n\n")
 		fmt.Fprintf(&sb, "How: %s.\n\n", t.Method)
-		sb.WriteString("| policy | reset mode | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | reset p95 ms | CPU s/step (bench tree) | CPU ms/step by part | wall ms/step by phase | CPU s/step (host) | mean reward | errors | boot s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|\n")
+		sb.WriteString("| policy | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | CPU s/step (bench tree) | CPU s/step (host) | mean reward | errors | boot s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range t.Points {
-			fmt.Fprintf(&sb, "| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.4f | %s | %s | %.4f | %.2f | %d | %.1f |\n", p.Policy, p.ResetMode, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.StepP95, p.ResetP50, p.ResetP95, p.CPUPerStep, partsString(p), phasesString(p), p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
+			fmt.Fprintf(&sb, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.3f | %.3f | %.2f | %d | %.1f |\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.StepP95, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
 		}
 		fmt.Fprintf(&sb, "\n**Where it stops scaling:** total steps/s (random + scripted) last improved by more than 10%% at pool %d.", t.Knee)
 		if t.Stopped != "" {
@@ -366,11 +308,8 @@ func Markdown(r *Report, charts []ChartFile) string {
 		}
 		sb.WriteString(" *CPU s/step (bench tree)* counts bench, the in-process server and every sandbox; *(host)* is the whole machine's busy time, so it includes other load.\n\n")
 	}
-	for _, lc := range append([]*Lifecycle{r.Lifecycle}, r.LifecycleModes...) {
-		if lc == nil {
-			continue
-		}
-		fmt.Fprintf(&sb, "## Reset, fork, memory (reset mode %s)\n\n", lc.ResetMode)
+	if lc := r.Lifecycle; lc != nil {
+		sb.WriteString("## Reset, fork, memory\n\n")
 		fmt.Fprintf(&sb, "How: %s. Boot: %s: %.1f s.\n\n", lc.Method, lc.BootMethod, lc.BootSeconds)
 		sb.WriteString("| what | n | p50 ms | p95 ms | max ms | how |\n|---|---:|---:|---:|---:|---|\n")
 		fmt.Fprintf(&sb, "| reset cold | %d | %.0f | %.0f | %.0f | %s |\n", lc.ResetCold.Dist.N, lc.ResetCold.Dist.P50, lc.ResetCold.Dist.P95, lc.ResetCold.Dist.Max, lc.ResetCold.Method)
@@ -404,15 +343,6 @@ func Markdown(r *Report, charts []ChartFile) string {
 			}
 		}
 		sb.WriteString("Shared cache off = the server's frame cache bound set to 1 byte, so nothing is cached.\n\n")
-	}
-	if len(r.Bursts) > 0 {
-		sb.WriteString("## Bursts and density\n\n")
-		sb.WriteString("| reset mode | pool | resets at once | ok | failed | reset p50 ms | reset p95 ms | steps | step p50 ms | step p95 ms | PSS MiB per desktop |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, bu := range r.Bursts {
-			fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d %v | %.0f | %.0f | %d | %.0f | %.0f | %.1f |\n", bu.ResetMode, bu.Pool, bu.Envs, bu.ResetsOK, bu.ResetFailures, bu.FailCodes,
-				bu.Reset.P50, bu.Reset.P95, bu.Steps, bu.Step.P50, bu.Step.P95, bu.Memory.PSSMiB)
-		}
-		fmt.Fprintf(&sb, "\nHow: %s.\n\n", r.Bursts[0].Method)
 	}
 	if len(charts) > 0 {
 		sb.WriteString("## Charts\n\n")

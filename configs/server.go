@@ -22,7 +22,7 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
-	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what 3/4 of available memory holds at 64 MiB each, at least 2*pool+8
+	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
 	LeaseTimeout       Duration    `json:"lease_timeout"`        // wait for a free sandbox before pool_exhausted
 	State              string      `json:"state"`                // trajectories, frames and sandbox state live here
@@ -45,10 +45,6 @@ type Server struct {
 	ReadTimeout        Duration    `json:"read_timeout"`         // reading one request, headers and body
 	WriteTimeout       Duration    `json:"write_timeout"`        // writing one reply
 	ConnIdleTimeout    Duration    `json:"conn_idle_timeout"`    // a keep-alive connection's wait for its next request
-	ResetMode          string      `json:"reset_mode,omitempty"` // in_place (default: released sandboxes are reset in place where the provider can) | reboot (retire + boot)
-	MaxCheckpoints     int         `json:"max_checkpoints"`      // named checkpoints live at once
-	MaxCheckpointBytes int64       `json:"max_checkpoint_bytes"` // bytes they may hold together
-	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 }
 
 // ReadToken fills Token from TokenFile when it is set (the file's content,

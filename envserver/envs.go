@@ -382,12 +382,13 @@ func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	return args
 }
 
-// recordFrame hands a frame to the recorder, off the step's path.
 func (s *Server) recordFrame(k frameKey, data []byte) {
-	if s.rec == nil || data == nil {
+	if s.cfg.Store == nil || !s.cfg.RecordFrames || data == nil {
 		return
 	}
-	s.rec.put(k, data)
+	if err := s.cfg.Store.PutFrame(k.hash, k.format, data); err != nil {
+		s.cfg.Logf("envserver: storing frame %s: %v", k.hash, err)
+	}
 }
 
 func (s *Server) spec() *api.Spec {
@@ -404,8 +405,7 @@ func (s *Server) spec() *api.Spec {
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
 			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
-		Limits:      s.lim,
-		Checkpoints: s.checkpointSpec(),
+		Limits: s.lim,
 	}
 	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
 		sc := s.cfg.Screen

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
-	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -24,29 +22,12 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
-	defer cancel()
-	if req.Checkpoint != "" {
-		if req.EnvID != "" {
-			return nil, aci.Errorf(aci.CodeBadRequest, "fork: env_id and checkpoint are exclusive")
-		}
-		ck, done, err := s.useCheckpoint(req.Checkpoint)
-		if err != nil {
-			return nil, err
-		}
-		leases, err := s.leaseFromCheckpoint(ctx, ck, req.N)
-		done()
-		if err != nil {
-			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
-			return nil, fmt.Errorf("fork %s: %w", req.Checkpoint, err)
-		}
-		return s.forkReply(ctx, b, leases, forkSource{id: ck.id, task: ck.task, episode: ck.episode, step: ck.step,
-			frame: ck.frame, seed: ck.seed, maxSteps: ck.maxSteps, coords: ck.coords, display: ck.display}), nil
-	}
 	src, err := s.getEnv(req.EnvID)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
+	defer cancel()
 	src.mu.Lock()
 	switch {
 	case src.closed || src.ep == nil:
@@ -68,27 +49,6 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 		s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
 		return nil, fmt.Errorf("fork %s: %w", req.EnvID, err)
 	}
-	return s.forkReply(ctx, b, leases, forkSource{id: req.EnvID, task: task, episode: parentEp, step: parentStep,
-		frame: parentFrame, seed: seed, maxSteps: maxSteps, coords: coords, display: display}), nil
-}
-
-// forkSource is what forked envs carry over from their env or checkpoint.
-type forkSource struct {
-	id       string // the env or checkpoint forked
-	task     *configs.Task
-	episode  string
-	step     int
-	frame    string
-	seed     *int64
-	maxSteps int
-	coords   *aci.Coords
-	display  *aci.Display
-}
-
-// forkReply starts an episode on each leased sandbox and observes it.
-func (s *Server) forkReply(ctx context.Context, b *batch, leases []*pool.Lease, src forkSource) *api.BatchReply {
-	task, parentEp, parentStep, parentFrame := src.task, src.episode, src.step, src.frame
-	seed, maxSteps, coords, display := src.seed, src.maxSteps, src.coords, src.display
 	slots := make([]slot, len(leases))
 	groups := make([]string, len(leases))
 	for i := range groups {
@@ -119,12 +79,12 @@ func (s *Server) forkReply(ctx context.Context, b *batch, leases []*pool.Lease, 
 		ep.traj.InitFrame = obs.Frame
 		ep.mu.Unlock()
 		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: src.id, Settle: settle, MaxSteps: maxSteps}}, data: data}
+			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID, Settle: settle, MaxSteps: maxSteps}}, data: data}
 	})
 	for _, sl := range slots {
 		s.m.forks.WithLabelValues(outcomeOf(sl.res.Error)).Inc()
 	}
-	return s.reply(b, slots)
+	return s.reply(b, slots), nil
 }
 
 func (s *Server) close(ctx context.Context, req *api.CloseRequest) (*api.CloseReply, error) {

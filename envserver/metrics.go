@@ -10,20 +10,18 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	requests       *prometheus.CounterVec   // route, code
-	resets         *prometheus.CounterVec   // outcome
-	steps          *prometheus.CounterVec   // outcome
-	forks          *prometheus.CounterVec   // outcome
-	checkpoints    *prometheus.CounterVec   // created, deleted, expired
-	framesRecorded *prometheus.CounterVec   // stored, dropped, error
-	stepSecs       prometheus.Histogram     // one env's step, server side
-	reqSecs        *prometheus.HistogramVec // route
-	frames         *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
-	framesSent     *prometheus.CounterVec   // result: sent|skipped_have
-	bytesSent      prometheus.Counter
-	episodes       *prometheus.CounterVec // exit_reason
-	saveFailures   prometheus.Counter
-	inflight       prometheus.Gauge
+	requests     *prometheus.CounterVec   // route, code
+	resets       *prometheus.CounterVec   // outcome
+	steps        *prometheus.CounterVec   // outcome
+	forks        *prometheus.CounterVec   // outcome
+	stepSecs     prometheus.Histogram     // one env's step, server side
+	reqSecs      *prometheus.HistogramVec // route
+	frames       *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
+	framesSent   *prometheus.CounterVec   // result: sent|skipped_have
+	bytesSent    prometheus.Counter
+	episodes     *prometheus.CounterVec // exit_reason
+	saveFailures prometheus.Counter
+	inflight     prometheus.Gauge
 }
 
 func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
@@ -32,11 +30,6 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.resets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_resets_total", Help: "Env resets by outcome (ok or error code)."}, []string{"outcome"})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok or error code)."}, []string{"outcome"})
-	m.framesRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_frames_recorded_total", Help: "Frames handed to the trajectory store by result (stored, dropped: the write queue was full, error)."}, []string{"result"})
-	m.checkpoints = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_checkpoints_total", Help: "Named checkpoints created, deleted and expired."}, []string{"event"})
-	for _, e := range []string{"created", "deleted", "expired"} {
-		m.checkpoints.WithLabelValues(e)
-	}
 	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
 	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}})
@@ -48,7 +41,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
 	m.saveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_episode_save_failures_total", Help: "Episodes that could not be written to disk (journal or final save); the reply's save_error and the log say why."})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "shinken_inflight_requests", Help: "Reset, step, fork and close requests being served."})
-	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.checkpoints, m.framesRecorded, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
 	// Series with a closed label set exist from the start, so a reader

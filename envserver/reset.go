@@ -26,7 +26,7 @@ func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*api.BatchRe
 	slots := make([]slot, len(req.Envs))
 	groups := make([]string, len(req.Envs))
 	for i, re := range req.Envs {
-		groups[i] = re.Task + "|" + re.Checkpoint
+		groups[i] = re.Task
 	}
 	s.fanOut(ctx, len(req.Envs), groups, func(ctx context.Context, i int) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
@@ -63,33 +63,12 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
 	}
 	task := s.cfg.Tasks[re.Task]
-	var ck *checkpoint
-	if re.Checkpoint != "" {
-		var done func()
-		var err error
-		if ck, done, err = s.useCheckpoint(re.Checkpoint); err != nil {
-			return fail(re.EnvID, err)
-		}
-		defer done()
-		if re.Task != "" && re.Task != ck.task.ID {
-			return fail(re.EnvID, aci.Errorf(aci.CodeBadRequest, "checkpoint %s is of task %q, not %q", ck.id, ck.task.ID, re.Task))
-		}
-		task = ck.task
-	}
 	if task == nil {
 		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", re.Task))
 	}
 	coords, maxSteps, err := s.episodeKnobs(re, task)
 	if err != nil {
 		return fail(re.EnvID, err)
-	}
-	if ck != nil {
-		if re.Coords == nil {
-			coords = ck.coords
-		}
-		if re.MaxSteps == 0 {
-			maxSteps = ck.maxSteps
-		}
 	}
 	var e *env
 	if re.EnvID != "" {
@@ -113,27 +92,13 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		e.lease = nil
 	}
 	t0 := time.Now()
-	var lease *pool.Lease
-	if ck != nil {
-		var ls []*pool.Lease
-		if ls, err = s.leaseFromCheckpoint(ctx, ck, 1); err == nil {
-			lease = ls[0]
-		}
-	} else {
-		lease, err = s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
-			return runSetup(ctx, l, task)
-		})
-	}
+	lease, err := s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
+		return runSetup(ctx, l, task)
+	})
 	leaseDur := time.Since(t0)
 	ep := s.startEpisode(e, task, re.Seed, "")
 	ep.maxSteps = maxSteps
 	e.coords, e.display = coords, nil
-	if ck != nil {
-		// The episode goes on from the checkpoint's step, and coordinates
-		// map through the frame it showed.
-		ep.step, ep.traj.ForkOf = ck.step, ck.episode
-		e.lastFrame, e.display = ck.frame, ck.display
-	}
 	if err != nil {
 		reason := trajectory.SetupError
 		var se *setupError
@@ -160,10 +125,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	t1 := time.Now()
 	// Apps a restored sandbox relaunched may still be drawing: the first
 	// observation settles as after an action, so replicas of one checkpoint
-	// start pixel-identical. A replica that sat idle past every settle
-	// bound has finished drawing: its capture settles only on damage seen
-	// in the quiet period (none), without waiting for a first one.
-	obs, data, settle, err := s.observe(ctx, e, b, nil, !settledIdle(lease, b))
+	// start pixel-identical.
+	obs, data, settle, err := s.observe(ctx, e, b, nil, true)
 	if err != nil {
 		s.died(e, err)
 		s.register(e, re.EnvID == "")
@@ -176,7 +139,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	return slot{
 		res: api.Result{
 			EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: ep.step, Task: task.ID, Settle: settle, MaxSteps: maxSteps, Timings: map[string]int64{
+			Info: &api.Info{Step: 0, Task: task.ID, Settle: settle, MaxSteps: maxSteps, Timings: map[string]int64{
 				"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}},
 		},
 		data: data,

@@ -44,12 +44,6 @@ type Config struct {
 	DefaultObserve  api.Observe   // used when a request carries none; default png, settled by configs.DefaultSettle
 	MaxSteps        int           // cap on any episode's step budget; 0: the task's alone
 	PoolSize        int           // the pool's warm size, as /v1/spec reports it
-	// Named checkpoints: at most MaxCheckpoints live (default 64) holding
-	// at most MaxCheckpointBytes (default 1 GiB), each deleted after
-	// CheckpointTTL unused (default 30 min).
-	MaxCheckpoints     int
-	MaxCheckpointBytes int64
-	CheckpointTTL      time.Duration
 	// Connection limits: MaxConns bounds open connections (default 1024),
 	// MaxConnsPerIP those from one address (default 256); ReadTimeout
 	// bounds reading one request, headers and body (default 2 min: a
@@ -83,15 +77,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResetTimeout <= 0 {
 		c.ResetTimeout = 120 * time.Second
-	}
-	if c.MaxCheckpoints <= 0 {
-		c.MaxCheckpoints = 64
-	}
-	if c.MaxCheckpointBytes <= 0 {
-		c.MaxCheckpointBytes = 1 << 30
-	}
-	if c.CheckpointTTL <= 0 {
-		c.CheckpointTTL = 30 * time.Minute
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 1024
@@ -138,9 +123,7 @@ type Server struct {
 	mu       sync.Mutex
 	envs     map[string]*env
 	episodes map[string]*episode // live and recently finished, by episode id
-	ck       checkpoints
-	rec      *frameRecorder // nil unless frames are recorded
-	wg       sync.WaitGroup // background goroutines
+	wg       sync.WaitGroup      // background goroutines
 }
 
 // New builds a server over a running pool.
@@ -163,7 +146,6 @@ func New(cfg Config) (*Server, error) {
 		cancel:   cancel,
 		envs:     map[string]*env{},
 		episodes: map[string]*episode{},
-		ck:       checkpoints{m: map[string]*checkpoint{}},
 	}
 	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
@@ -190,12 +172,8 @@ func New(cfg Config) (*Server, error) {
 		ContinueHandler: s.authorizedHeader,
 	}
 	s.ui = s.startUI()
-	if cfg.Store != nil && cfg.RecordFrames {
-		s.rec = newFrameRecorder(cfg.Store, maxFrameQueue, cfg.Logf, func(r string) { s.m.framesRecorded.WithLabelValues(r).Inc() })
-	}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.reapIdle()
-	go s.reapCheckpoints()
 	return s, nil
 }
 
@@ -251,9 +229,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closeEnv(ctx, id)
 	}
 	s.wg.Wait()
-	if s.rec != nil {
-		s.rec.close()
-	}
 	return err
 }
 
@@ -388,7 +363,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.writeReply(ctx, c, t)
-	case "reset", "step", "fork", "close", "checkpoint", "checkpoint_delete":
+	case "reset", "step", "fork", "close":
 		if !ctx.IsPost() {
 			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
 			return
@@ -427,10 +402,6 @@ func routeOf(path string) string {
 		return "fork"
 	case "/v1/close":
 		return "close"
-	case "/v1/checkpoint":
-		return "checkpoint"
-	case "/v1/checkpoint/delete":
-		return "checkpoint_delete"
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
@@ -463,18 +434,6 @@ func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
 			return nil, err
 		}
 		return s.fork(s.ctx, &req)
-	case "checkpoint":
-		var req api.CheckpointRequest
-		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
-			return nil, err
-		}
-		return s.checkpoint(s.ctx, &req)
-	case "checkpoint_delete":
-		var req api.CheckpointDeleteRequest
-		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
-			return nil, err
-		}
-		return s.checkpointDelete(&req)
 	default:
 		var req api.CloseRequest
 		if err := c.decodeWithin(body, &req, &s.lim); err != nil {

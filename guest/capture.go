@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"image/png"
 	"math"
 	"slices"
 	"strconv"
@@ -344,46 +345,21 @@ func encode(f *frame, format string, quality int) ([]byte, error) {
 	if format == aci.FormatRaw {
 		return f.rgb, nil
 	}
-	if format != aci.FormatJPEG {
-		// PNG: written straight from the RGB24 rows (lossless; see
-		// encodePNG), without the RGBA copy the standard encoder needs.
-		return encodePNG(make([]byte, 0, 64<<10), f.rgb, f.w, f.h), nil
-	}
-	img := rgbaPool.Get().(*image.RGBA)
-	defer rgbaPool.Put(img)
-	if img.Rect.Dx() != f.w || img.Rect.Dy() != f.h {
-		*img = *image.NewRGBA(image.Rect(0, 0, f.w, f.h))
-	}
-	rgbToRGBA(img.Pix, f.rgb)
-	if quality == 0 {
-		quality = defaultJPEGQuality
+	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
+	for i, j := 0, 0; i+3 <= len(f.rgb); i, j = i+3, j+4 {
+		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = f.rgb[i], f.rgb[i+1], f.rgb[i+2], 0xff
 	}
 	var buf bytes.Buffer
-	err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
+	if format == aci.FormatJPEG {
+		if quality == 0 {
+			quality = defaultJPEGQuality
+		}
+		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
+		return buf.Bytes(), err
+	}
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	err := enc.Encode(&buf, img)
 	return buf.Bytes(), err
-}
-
-// rgbaPool reuses the RGBA image the JPEG encoder reads (4 MiB at
-// 1280x800), instead of allocating and zeroing one per frame.
-var rgbaPool = sync.Pool{New: func() any { return &image.RGBA{} }}
-
-// rgbToRGBA expands RGB24 into opaque RGBA, four pixels per step.
-func rgbToRGBA(dst, rgb []byte) {
-	i, j := 0, 0
-	for ; i+12 <= len(rgb); i, j = i+12, j+16 {
-		in := rgb[i : i+12 : i+12]
-		a := binary.LittleEndian.Uint32(in[0:4])
-		b := binary.LittleEndian.Uint32(in[4:8])
-		c := binary.LittleEndian.Uint32(in[8:12])
-		out := dst[j : j+16 : j+16]
-		binary.LittleEndian.PutUint32(out[0:4], a|0xff000000)
-		binary.LittleEndian.PutUint32(out[4:8], a>>24|b<<8|0xff000000)
-		binary.LittleEndian.PutUint32(out[8:12], b>>16|c<<16|0xff000000)
-		binary.LittleEndian.PutUint32(out[12:16], c>>8|0xff000000)
-	}
-	for ; i+3 <= len(rgb); i, j = i+3, j+4 {
-		dst[j], dst[j+1], dst[j+2], dst[j+3] = rgb[i], rgb[i+1], rgb[i+2], 0xff
-	}
 }
 
 // convertRows converts rows [y0, y1) of BGRX to RGB24, four pixels (16 bytes

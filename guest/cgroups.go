@@ -135,27 +135,3 @@ func (a *AgentCgroups) Freeze(ctx context.Context) error {
 		}
 	}
 }
-
-// Thaw undoes Freeze when a new episode starts in place: frozen processes
-// cannot die, so the reset's sweep thaws them first, and the next episode's
-// agent may start processes again. The sweep that follows ends whatever
-// the thaw let run.
-func (a *AgentCgroups) Thaw() error {
-	if a == nil {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.frozen {
-		return nil
-	}
-	for _, d := range a.ctls {
-		if filepath.Base(d) == "freezer" {
-			if err := os.WriteFile(filepath.Join(d, "agent", "freezer.state"), []byte("THAWED"), 0); err != nil {
-				return fmt.Errorf("thaw %s: %w", d, err)
-			}
-		}
-	}
-	a.frozen = false
-	return nil
-}

@@ -53,9 +53,6 @@ type Config struct {
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int
-	// Keep lists processes an in-place reset leaves running besides
-	// guestd and Exempt (the window manager).
-	Keep func() []int
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string
@@ -72,7 +69,6 @@ type Server struct {
 	execs chan struct{} // exec semaphore
 	score sync.Mutex    // one verifier at a time
 	apps  appState
-	reset resetState
 	a11y  *a11y.Client // nil without an accessibility bus
 
 	mu     sync.Mutex
@@ -376,12 +372,6 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 		return s.runScore(ctx, a)
 	case wire.MethodHealth:
 		return s.health(ctx), nil
-	case wire.MethodReset:
-		var a wire.ResetArgs
-		if err := decodeArgs(m, &a); err != nil {
-			return nil, err
-		}
-		return s.resetPhase(ctx, a)
 	default:
 		return nil, aci.Errorf(aci.CodeUnsupported, "unknown method %q", m.Method)
 	}
@@ -398,7 +388,7 @@ func decodeArgs(m *wire.Message, v any) error {
 }
 
 // methods lists the protocol methods this server answers.
-var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset}
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore}
 
 func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
 	var h wire.HelloArgs

@@ -19,14 +19,14 @@ func (p *Pool) fill() {
 	// Room for refills excludes what waiting reservations need, so a
 	// slot freed for a restore or fork is not taken by a background refill.
 	limit := p.cfg.MaxSandboxes - p.wanted
-	for len(p.warm)+p.booting+p.recycle.warm < p.cfg.Size && p.live < limit {
+	for len(p.warm)+p.booting < p.cfg.Size && p.live < limit {
 		p.booting++
 		p.live++
 		p.wg.Add(1)
 		go p.bootGeneral()
 	}
 	for _, g := range p.goldens {
-		for g.ok && len(g.idle)+g.booting+g.resetting < p.cfg.ReplicasPerGolden && p.live < limit {
+		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < limit {
 			g.booting++
 			p.live++
 			p.wg.Add(1)
@@ -163,7 +163,6 @@ func (p *Pool) bootGeneral() {
 		p.retire(m)
 		return
 	}
-	m.idleSince = time.Now()
 	p.warm = append(p.warm, m)
 	p.watch(m)
 	p.signalLocked()
@@ -189,7 +188,6 @@ func (p *Pool) bootReplica(g *golden) {
 		return
 	}
 	m.golden = g
-	m.idleSince = time.Now()
 	g.idle = append(g.idle, m)
 	p.watch(m)
 	p.signalLocked()

@@ -62,100 +62,49 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 }
 
 // Fork snapshots src now and starts n sandboxes from it, leased to the
-// caller (see ForkSnapshot). It fails with ErrUnsupported when the provider
-// cannot snapshot.
+// caller. It fails with ErrUnsupported when the provider cannot fork.
 func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
-	if err := p.canFork(n); err != nil {
-		return nil, err
+	if p.forker == nil {
+		return nil, Errorf(ErrUnsupported, aci.CodeUnsupported, "pool: provider %s cannot fork (snapshot_kind %s)", p.caps.Provider, p.caps.SnapshotKind)
+	}
+	if n < 1 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
 	}
 	if err := src.Err(); err != nil {
 		return nil, err
 	}
+	if err := p.reserve(ctx, n, nil); err != nil {
+		return nil, err
+	}
+	unreserve := func(k int) {
+		p.mu.Lock()
+		p.live -= k
+		p.signalLocked()
+		p.mu.Unlock()
+		p.poke()
+	}
 	snap, err := p.snapper.Snapshot(ctx, src.m.sb.ID)
 	if err != nil {
+		unreserve(n)
 		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
 	}
 	defer p.deleteSnapshot(snap)
-	return p.ForkSnapshot(ctx, snap, n)
-}
-
-func (p *Pool) canFork(n int) error {
-	if p.snapper == nil || (p.forker == nil && p.resetter == nil) {
-		return Errorf(ErrUnsupported, aci.CodeUnsupported, "pool: provider %s cannot fork (snapshot_kind %s)", p.caps.Provider, p.caps.SnapshotKind)
-	}
-	if n < 1 {
-		return aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
-	}
-	return nil
-}
-
-// ForkSnapshot starts n sandboxes in snap's state, leased to the caller.
-// Idle sandboxes (warm, or idle golden replicas) are reset in place to snap
-// where the provider can, which costs a fraction of a boot; the rest are
-// booted from snap.
-func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, error) {
-	if err := p.canFork(n); err != nil {
-		return nil, err
-	}
 	var ms []*member
-	if p.resetter != nil {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return nil, p.closedErr()
-		}
-		idle := p.takeIdleLocked(n)
-		p.mu.Unlock()
-		ms = p.resetIdle(idle, snap)
-	}
-	reused := len(ms)
-	if rest := n - reused; rest > 0 {
-		giveBack := func() {
-			for _, m := range ms {
-				p.recycleMember(m, false)
-			}
-		}
-		if p.forker == nil {
-			// Boot the rest one by one from the snapshot.
-			for range rest {
-				m, err := p.bootFrom(ctx, snap)
-				if err != nil {
-					giveBack()
-					return nil, fmt.Errorf("pool: fork: %w", err)
-				}
-				ms = append(ms, m)
-			}
-		} else {
-			if err := p.reserve(ctx, rest, nil); err != nil {
-				giveBack()
-				return nil, err
-			}
-			var booted []*member
-			err := p.retry(ctx, "fork", func() (err error) {
-				booted, err = p.forkOnce(ctx, snap, rest)
-				return err
-			})
-			if err != nil {
-				p.mu.Lock()
-				p.live -= rest
-				p.signalLocked()
-				p.mu.Unlock()
-				p.poke()
-				giveBack()
-				return nil, fmt.Errorf("pool: fork: %w", err)
-			}
-			ms = append(ms, booted...)
-		}
+	err = p.retry(ctx, "fork", func() (err error) {
+		ms, err = p.forkOnce(ctx, snap, n)
+		return err
+	})
+	if err != nil {
+		unreserve(n)
+		return nil, fmt.Errorf("pool: fork: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.boots += uint64(n - reused)
+	p.boots += uint64(n)
 	out := make([]*Lease, n)
 	for i, m := range ms {
 		out[i] = p.leaseLocked(m)
-		if i >= reused {
-			p.watch(m)
-		}
+		p.watch(m)
 	}
 	if p.closed {
 		for _, l := range out {
@@ -163,28 +112,7 @@ func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, 
 		}
 		return nil, p.closedErr()
 	}
-	p.poke()
 	return out, nil
-}
-
-// bootFrom boots one sandbox from snap under a reservation, with retries.
-func (p *Pool) bootFrom(ctx context.Context, snap string) (*member, error) {
-	if err := p.reserve(ctx, 1, nil); err != nil {
-		return nil, err
-	}
-	var m *member
-	err := p.retry(ctx, "restore", func() (err error) {
-		m, err = p.boot(ctx, snap)
-		return err
-	})
-	if err != nil {
-		p.mu.Lock()
-		p.live--
-		p.signalLocked()
-		p.mu.Unlock()
-		return nil, err
-	}
-	return m, nil
 }
 
 // forkOnce starts n sandboxes from snap and connects to their guests. On

@@ -66,7 +66,6 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			m.golden = nil
 			if alive(m) {
 				l := p.leaseLocked(m)
-				m.origin = g
 				p.mu.Unlock()
 				p.poke()
 				return l, nil
@@ -75,27 +74,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			p.retire(m)
 			p.mu.Lock()
 		}
-		if g.resetting > g.waiting {
-			// A released replica is being reset in place, and no other
-			// lease waits for it: that is quicker than a restore. Wait
-			// for it (or any change). Leases beyond the resets in
-			// flight go on at once (a burst boots in parallel).
-			g.waiting++
-			ch := p.changed
-			p.mu.Unlock()
-			err := p.waitChange(ctx, ch)
-			p.mu.Lock()
-			g.waiting--
-			p.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
 		p.mu.Unlock()
-		if l := p.resetIdleInto(g); l != nil {
-			return l, nil
-		}
 		return p.restoreGolden(ctx, g)
 	}
 }
@@ -144,7 +123,6 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 		return l, nil
 	}
 	g.snap, g.ok = snap, true
-	l.m.origin = g
 	close(g.ready)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -181,7 +159,6 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 		return nil, p.closedErr()
 	}
 	l := p.leaseLocked(m)
-	m.origin = g
 	p.watch(m)
 	p.mu.Unlock()
 	return l, nil

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/shinken-rl/shinken/guest/client"
 )
@@ -15,17 +14,10 @@ type Lease struct {
 	m    *member
 	dead chan struct{}
 
-	idleFor time.Duration // how long the sandbox sat idle before this lease
-
 	mu       sync.Mutex
 	err      error
 	released bool
 }
-
-// IdleFor is how long the sandbox sat ready and untouched before this
-// lease (0 when it was booted, restored or reset for the lease itself):
-// a sandbox idle for longer than any settle bound has finished drawing.
-func (l *Lease) IdleFor() time.Duration { return l.idleFor }
 
 // ID is the sandbox's id.
 func (l *Lease) ID() string { return l.m.sb.ID }
@@ -59,11 +51,8 @@ func (l *Lease) kill(err error) {
 	close(l.dead)
 }
 
-// Release gives the sandbox back. It is dirty: where the provider can
-// reset in place the pool restores it in the background to the state it
-// was leased in and keeps it warm; otherwise (or when that fails, or the
-// sandbox died) it is destroyed and the pool refills. Release returns at
-// once and is idempotent.
+// Release gives the sandbox back. It is dirty, so the pool destroys it in
+// the background and refills; Release returns at once and is idempotent.
 func (l *Lease) Release(ctx context.Context) {
 	l.mu.Lock()
 	if l.released {
@@ -71,12 +60,12 @@ func (l *Lease) Release(ctx context.Context) {
 		return
 	}
 	l.released = true
-	dead := l.err != nil
 	l.mu.Unlock()
 	p := l.p
 	p.mu.Lock()
 	delete(p.leased, l)
 	l.m.lease = nil
+	p.signalLocked()
 	p.mu.Unlock()
-	p.recycleMember(l.m, dead)
+	p.retire(l.m)
 }

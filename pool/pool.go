@@ -29,9 +29,7 @@ import (
 type Config struct {
 	// Size is the number of warm general sandboxes kept ahead (default 4).
 	Size int
-	// MaxSandboxes caps all live sandboxes of the pool (default: as many
-	// as three quarters of the memory available at start holds at 64 MiB
-	// each, at least 2*Size+8).
+	// MaxSandboxes caps all live sandboxes of the pool (default 2*Size+8).
 	MaxSandboxes int
 	// MaxConcurrentBoots bounds boots in flight (default 2).
 	MaxConcurrentBoots int
@@ -55,10 +53,6 @@ type Config struct {
 	// BootBackoff is the wait after the first failed attempt, doubled
 	// after each next one (default 200 ms).
 	BootBackoff time.Duration
-	// NoReset retires every released sandbox and boots a new one, even
-	// where the provider can reset in place (the old path, kept as a
-	// benchmark baseline).
-	NoReset bool
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -71,19 +65,16 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
-	Resetting                                int    // in-place resets in flight
-	Resets, ResetFailures                    uint64 // in-place resets done, and failed (the sandbox was retired)
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
 type Pool struct {
-	prov     Provider
-	snapper  Snapshotter // nil without snapshot+restore
-	forker   Forker      // nil without fork
-	resetter Resetter    // nil without reset in place
-	caps     Capabilities
-	cfg      Config
-	sem      *semaphore.Weighted
+	prov    Provider
+	snapper Snapshotter // nil without snapshot+restore
+	forker  Forker      // nil without fork
+	caps    Capabilities
+	cfg     Config
+	sem     *semaphore.Weighted
 
 	ctx    context.Context // background work; cancelled by Close
 	cancel context.CancelFunc
@@ -102,7 +93,6 @@ type Pool struct {
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
-	recycle      recycleState
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure
@@ -114,25 +104,19 @@ type member struct {
 	sb     *Sandbox
 	guest  *client.Client
 	golden *golden // set while it is an idle replica of golden
-	origin *golden // the golden whose state it was leased in (nil: a fresh sandbox)
-	// idleSince is when it last became idle, ready to lease (zero: it
-	// was made for the lease that holds it).
-	idleSince time.Time
-	lease     *Lease // set while leased
-	gone      chan struct{}
-	once      sync.Once
+	lease  *Lease  // set while leased
+	gone   chan struct{}
+	once   sync.Once
 }
 
 // golden is a task's checkpoint after setup and its warm replicas.
 type golden struct {
-	key       string
-	snap      string
-	ready     chan struct{} // closed once the first setup finished (or failed)
-	ok        bool          // snap is usable
-	idle      []*member
-	booting   int
-	resetting int // released members being reset in place to snap
-	waiting   int // leases waiting for one of those resets
+	key     string
+	snap    string
+	ready   chan struct{} // closed once the first setup finished (or failed)
+	ok      bool          // snap is usable
+	idle    []*member
+	booting int
 }
 
 // New starts a pool over prov and begins warming in the background; it
@@ -149,7 +133,7 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 		cfg.Size = 4
 	}
 	if cfg.MaxSandboxes == 0 {
-		cfg.MaxSandboxes = max(2*cfg.Size+8, machineRoom())
+		cfg.MaxSandboxes = 2*cfg.Size + 8
 	}
 	if cfg.MaxSandboxes < cfg.Size {
 		return nil, fmt.Errorf("pool: MaxSandboxes %d < Size %d", cfg.MaxSandboxes, cfg.Size)
@@ -197,9 +181,6 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if f, ok := prov.(Forker); ok && p.caps.Fork && p.snapper != nil {
 		p.forker = f
 	}
-	if r, ok := prov.(Resetter); ok && !cfg.NoReset {
-		p.resetter = r
-	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Add(1)
 	go p.filler()
@@ -214,12 +195,10 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
-		Resetting: p.recycle.warm, Resets: p.recycle.done, ResetFailures: p.recycle.failed}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
-		s.Resetting += g.resetting
 	}
 	return s
 }
@@ -335,13 +314,8 @@ func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
 // leaseLocked wraps m into a lease.
 func (p *Pool) leaseLocked(m *member) *Lease {
 	l := &Lease{p: p, m: m, dead: make(chan struct{})}
-	if !m.idleSince.IsZero() {
-		l.idleFor = time.Since(m.idleSince)
-	}
-	m.idleSince = time.Time{}
 	m.lease = l
 	m.golden = nil
-	m.origin = nil
 	p.leased[l] = struct{}{}
 	p.signalLocked()
 	return l

@@ -100,7 +100,7 @@ func stats(p *pool.Pool) pool.Stats { return p.Stats() }
 
 func TestLeaseRelease(t *testing.T) {
 	prov := newProvider(t)
-	p := newPool(t, prov, pool.Config{Size: 2, NoReset: true})
+	p := newPool(t, prov, pool.Config{Size: 2})
 	if err := p.WaitWarm(ctxT(t), 2); err != nil {
 		t.Fatalf("WaitWarm: %v", err)
 	}
@@ -342,11 +342,10 @@ func TestConcurrentLeases(t *testing.T) {
 				}
 				mu.Lock()
 				if seen[l.ID()] {
-					errs <- fmt.Errorf("sandbox %s leased twice at once", l.ID())
+					errs <- fmt.Errorf("sandbox %s leased twice", l.ID())
 				}
 				seen[l.ID()] = true
 				mu.Unlock()
-
 				if i%3 == 0 && j == 0 {
 					if _, err := p.LeaseGolden(ctxT(t), "shared", func(ctx context.Context, g *pool.Lease) error {
 						return g.Guest().PutFile(ctx, wire.PutFileArgs{Path: "/tmp/g", Data: []byte("g")})
@@ -355,11 +354,6 @@ func TestConcurrentLeases(t *testing.T) {
 						errs <- err
 					}
 				}
-				// Released sandboxes are reset in place and leased again:
-				// only two leases at once may never share one.
-				mu.Lock()
-				delete(seen, l.ID())
-				mu.Unlock()
 				l.Release(ctxT(t))
 			}
 		})
@@ -409,79 +403,4 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Errorf("Lease after Close = %v; want ErrClosed", err)
 	}
 	l.Release(ctxT(t)) // harmless after Close
-}
-
-// TestReleaseResetsInPlace: a released sandbox is reset in place and
-// leased again (no boot), with nothing of the episode left; a golden
-// replica returns to its golden's state.
-func TestReleaseResetsInPlace(t *testing.T) {
-	prov := newProvider(t)
-	p := newPool(t, prov, pool.Config{Size: 1, MaxSandboxes: 2, ReplicasPerGolden: -1})
-	l, err := p.LeaseGolden(ctxT(t), "task", func(ctx context.Context, l *pool.Lease) error {
-		return l.Guest().PutFile(ctx, wire.PutFileArgs{Path: "/home/agent/golden.txt", Data: []byte("golden")})
-	})
-	if err != nil {
-		t.Fatalf("LeaseGolden: %v", err)
-	}
-	id := l.ID()
-	pooltest.MustSh(t, l.Guest(), `echo dirt > "$HOME/dirt.txt"; (setsid sleep 600 &); true`)
-	before := stats(p)
-	l.Release(ctxT(t))
-	l2, err := p.LeaseGolden(ctxT(t), "task", func(ctx context.Context, l *pool.Lease) error {
-		t.Error("setup ran again; want the golden reused")
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("LeaseGolden again: %v", err)
-	}
-	defer l2.Release(ctxT(t))
-	if l2.ID() != id {
-		t.Errorf("second lease got sandbox %s; want %s reset in place", l2.ID(), id)
-	}
-	if got := pooltest.MustSh(t, l2.Guest(), `cat "$HOME/golden.txt"; echo; ls "$HOME/dirt.txt" 2>&1 >/dev/null | wc -l; pgrep -x sleep | wc -l`); got != "golden\n1\n0" {
-		t.Errorf("after reset: golden file, dirt missing, no sleep = %q; want %q", got, "golden\n1\n0")
-	}
-	after := stats(p)
-	if after.Resets != before.Resets+1 || after.Boots != before.Boots {
-		t.Errorf("resets %d→%d, boots %d→%d; want one reset and no boot", before.Resets, after.Resets, before.Boots, after.Boots)
-	}
-}
-
-// TestBurstQueuesWithinRoom: a burst of golden leases far larger than the
-// warm pool (and than the old cap of 2*size+8) queues for boots and is
-// served in full while the machine has room, never pool_exhausted.
-func TestBurstQueuesWithinRoom(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots 16 sandboxes")
-	}
-	prov := newProvider(t)
-	p := newPool(t, prov, pool.Config{Size: 2, ReplicasPerGolden: 1, LeaseTimeout: 3 * time.Minute})
-	const n = 16 // over 2*2+8
-	var wg sync.WaitGroup
-	leases := make([]*pool.Lease, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			leases[i], errs[i] = p.LeaseGolden(ctxT(t), "burst", func(ctx context.Context, l *pool.Lease) error {
-				return l.Guest().PutFile(ctx, wire.PutFileArgs{Path: "/tmp/burst", Data: []byte("b")})
-			})
-		})
-	}
-	wg.Wait()
-	ids := map[string]bool{}
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("lease %d of the burst: %v", i, err)
-			continue
-		}
-		if ids[leases[i].ID()] {
-			t.Errorf("sandbox %s leased twice in the burst", leases[i].ID())
-		}
-		ids[leases[i].ID()] = true
-	}
-	for _, l := range leases {
-		if l != nil {
-			l.Release(ctxT(t))
-		}
-	}
 }

@@ -4,7 +4,6 @@
 //	bench --quick --out bench-out     # the CI smoke run, under 2 minutes
 //	bench --out bench-out             # the full set
 //	bench --scenarios latency,dedup   # some scenarios only
-//	bench --scenarios throughput,burst --reset-mode in_place,reboot   # reset in place beside retire + boot
 //
 // guestd must sit next to the bench binary (make build puts both in bin/)
 // or be passed with --guestd.
@@ -36,7 +35,6 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated subset of: "+strings.Join(bench.Scenarios, ","))
 	pools := flag.String("pools", "", "comma-separated pool sizes for the throughput scenario (default 1,2,4,8,16,32; quick 1,2,4)")
 	verbose := flag.Bool("v", false, "also print the servers' logs")
-	resetModes := flag.String("reset-mode", "", "comma-separated reset modes the throughput scenario compares: in_place (default), reboot (retire + boot: the old path, as a baseline)")
 	flag.Parse()
 
 	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, Logf: log.Printf}
@@ -50,15 +48,6 @@ func main() {
 				log.Fatalf("bench: unknown scenario %q (want %s)", s, strings.Join(bench.Scenarios, ", "))
 			}
 			opts.Scenarios = append(opts.Scenarios, s)
-		}
-	}
-	if *resetModes != "" {
-		for _, m := range strings.Split(*resetModes, ",") {
-			m = strings.TrimSpace(m)
-			if m != "in_place" && m != "reboot" {
-				log.Fatalf("bench: reset mode %q: want in_place or reboot", m)
-			}
-			opts.ResetModes = append(opts.ResetModes, m)
 		}
 	}
 	if *pools != "" {

@@ -36,7 +36,6 @@ func main() {
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
 	quiet := flag.Bool("quiet", false, "log only errors")
 	shutdownTimeout := flag.Duration("shutdown-timeout", 60*time.Second, "on SIGTERM, how long in-flight steps may finish before they are cancelled")
-	resetMode := flag.String("reset-mode", "", "in_place (released sandboxes are reset in place where the provider can) or reboot (retire + boot; the old path)")
 	flag.Parse()
 
 	cfg, err := configs.LoadServer(*configPath)
@@ -71,9 +70,6 @@ func main() {
 	}
 	if *state != "" {
 		cfg.State = *state
-	}
-	if *resetMode != "" {
-		cfg.ResetMode = *resetMode
 	}
 	logf := log.Printf
 	if *quiet {

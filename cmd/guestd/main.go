@@ -115,31 +115,11 @@ func run() error {
 				return nil
 			}
 			return []int{sess.XPid()}
-		}, Keep: func() []int {
-			if sess == nil {
-				return nil
-			}
-			// The session's buses outlive an episode, like the WM: a
-			// reset that ended them would leave the next one without an
-			// accessibility tree.
-			keep := []int{sess.WMPid()}
-			if b := sess.Bus(); b != nil {
-				keep = append(keep, b.Pids()...)
-			}
-			return keep
 		}, Logf: log.Printf})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	if sess != nil {
-		// What an in-place reset returns the X server to.
-		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := srv.Baseline(bctx); err != nil {
-			log.Printf("guestd: %v", err)
-		}
-		cancel()
-	}
 	if *relaunch {
 		if err := srv.Relaunch(ctx); err != nil {
 			log.Printf("guestd: %v", err)

@@ -10,9 +10,6 @@
 //	1 (2026-12, later): observe.settle replaces settle_ms; info.settle and
 //	             info.results; step and reset coords; reset max_steps;
 //	             list_windows verb.
-//	1 (2026-12, later): named checkpoints (checkpoint, checkpoint/delete;
-//	             reset and fork {checkpoint}); spec checkpoints; error code
-//	             checkpoint_limit.
 package api
 
 import (
@@ -36,10 +33,6 @@ type ResetEnv struct {
 	// MaxSteps lowers the episode's step budget (capped by the task's and
 	// the server's); 0 keeps the task's.
 	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
-	// Checkpoint starts the episode from a named checkpoint (POST
-	// /v1/checkpoint) instead of the task's golden state; Task may then be
-	// empty (it is the checkpoint's).
-	Checkpoint string `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 }
 
 // ResetRequest is POST /v1/reset.
@@ -78,14 +71,12 @@ type StepRequest struct {
 	Have    []string  `msgpack:"have,omitempty" json:"have,omitempty"`
 }
 
-// ForkRequest is POST /v1/fork: n new envs carrying EnvID's state, or a
-// named checkpoint's (Checkpoint instead of EnvID).
+// ForkRequest is POST /v1/fork: n new envs carrying EnvID's state.
 type ForkRequest struct {
-	EnvID      string   `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
-	Checkpoint string   `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
-	N          int      `msgpack:"n" json:"n"`
-	Observe    *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
-	Have       []string `msgpack:"have,omitempty" json:"have,omitempty"`
+	EnvID   string   `msgpack:"env_id" json:"env_id"`
+	N       int      `msgpack:"n" json:"n"`
+	Observe *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have    []string `msgpack:"have,omitempty" json:"have,omitempty"`
 }
 
 // CloseRequest is POST /v1/close.
@@ -215,6 +206,4 @@ type Spec struct {
 	Tasks       []TaskInfo      `msgpack:"tasks" json:"tasks"`
 	Pool        PoolSpec        `msgpack:"pool" json:"pool"`
 	Limits      Limits          `msgpack:"limits" json:"limits"`
-	// Checkpoints is set where the pool can snapshot (named checkpoints).
-	Checkpoints *CheckpointSpec `msgpack:"checkpoints,omitempty" json:"checkpoints,omitempty"`
 }

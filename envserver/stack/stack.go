@@ -55,11 +55,6 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
-	switch cfg.ResetMode {
-	case "", "in_place", "reboot":
-	default:
-		return nil, fmt.Errorf("reset_mode %q: want in_place or reboot", cfg.ResetMode)
-	}
 	// Providers hand state paths to other processes (bind mounts, sandbox
 	// inits) that do not share our working directory.
 	state, err := filepath.Abs(cfg.State)
@@ -93,8 +88,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
 		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
-		NoReset: cfg.ResetMode == "reboot",
-		Spec:    pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
+		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})
 	if err != nil {
 		return nil, err
@@ -111,8 +105,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, MaxSteps: cfg.MaxSteps, PoolSize: cfg.Pool, Logf: logf,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
-		Screen:         api.Size{W: w, H: h},
-		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
+		Screen: api.Size{W: w, H: h},
 	})
 	if err != nil {
 		return nil, err

@@ -115,10 +115,6 @@ type box struct {
 	pidNS   string        // pid namespace id, "" when unconfined
 	cg      agentCgroups  // the agent's cgroups (host dirs); nil when none
 	exitErr error         // valid after dead is closed
-	// restored says what the writable dirs held when they were last
-	// restored (see restoreDirs); guarded by resetMu.
-	resetMu  sync.Mutex
-	restored *restoreState
 }
 
 var _ interface {
@@ -407,7 +403,6 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		}
 		b.cg = newAgentCgroups("shinken-"+id, agentLimits{memory: mem, pids: pids, cpus: p.opts.AgentCPUs})
 	}
-	b.restored = scanRestored(dir, seed)
 	cmd, err := p.command(spec, b, seed != "", uid, gid)
 	if err != nil {
 		return nil, err

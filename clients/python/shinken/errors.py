@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "CheckpointLimit", "StaleElementRef",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef",
     "TransportError", "StepTimeout", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
@@ -160,11 +160,6 @@ class AgentError(ShinkenError):
     code, http_status = "agent_error", 422
 
 
-class CheckpointLimit(ShinkenError):
-    """Too many named checkpoints, or too many bytes of them: delete some."""
-    code, http_status = "checkpoint_limit", 429
-
-
 class StaleElementRef(ShinkenError):
     """An element ref (``e12``) that no longer resolves; observe again (``observe.a11y``) for current ids."""
     code, http_status = "stale_element_ref", 409
@@ -231,7 +226,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
-        CheckpointLimit, StaleElementRef,
+        StaleElementRef,
     )
 }
 
