@@ -39,7 +39,10 @@ func TestStepFrameShowsTheAction(t *testing.T) {
 			drew := 0
 			for _, aa := range app.acts {
 				t.Run(aa.name, func(t *testing.T) {
-					pre := settled(t, d, &aci.Settle{QuietMS: 300, MaxMS: 5000})
+					// The frame before the action: quiet long enough that an
+					// app's own late redraw (pcmanfm closing its type-ahead
+					// search on a timer) is not mistaken for the action's.
+					pre := settled(t, d, &aci.Settle{QuietMS: 800, MaxMS: 5000})
 					got := stepShot(t, d, aa.act(win), pre.Hash)
 					// What the screen settles on, long after the step.
 					final := settled(t, d, &aci.Settle{FirstMS: 500, QuietMS: 500, MaxMS: 5000})
