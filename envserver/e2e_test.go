@@ -57,7 +57,13 @@ func step(t *testing.T, s *servertest.Server, req api.StepRequest) *api.BatchRep
 }
 
 func closeEnvs(s *servertest.Server, ids ...string) {
-	s.Call("/v1/close", api.CloseRequest{EnvIDs: ids}, nil)
+	live := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" { // a slot that failed leased nothing
+			live = append(live, id)
+		}
+	}
+	s.Call("/v1/close", api.CloseRequest{EnvIDs: live}, nil)
 }
 
 // play runs each env's script in lockstep batches and returns each env's
@@ -127,12 +133,16 @@ func TestTaskSuite(t *testing.T) {
 			envs := make([]string, len(ids))
 			scripts := make([][][]aci.Action, len(ids))
 			for i, res := range r.Results {
+				envs[i], scripts[i] = res.EnvID, round.script(s.Tasks[ids[i]])
+			}
+			// Every env the batch did lease goes back, even when one failed:
+			// a leak would starve every later test of sandboxes.
+			defer closeEnvs(s, envs...)
+			for i, res := range r.Results {
 				if res.Error != nil {
 					t.Fatalf("reset %s: %v", ids[i], res.Error)
 				}
-				envs[i], scripts[i] = res.EnvID, round.script(s.Tasks[ids[i]])
 			}
-			defer closeEnvs(s, envs...)
 			rewards, reasons := playObserving(t, s, envs, scripts, obs)
 			for i, id := range ids {
 				if rewards[i] != round.want || reasons[i] != string(trajectory.TaskComplete) {
