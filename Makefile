@@ -42,7 +42,9 @@ run: deps build ## start envserver on $(LISTEN) with a warm pool of $(POOL) (PRO
 	$(BIN)/envserver --listen $(LISTEN) --pool $(POOL) --provider $(PROVIDER) --state var/state
 
 # Packages whose concurrency the race detector checks in every `make test`.
-RACE_PKGS   ?= ./pool ./envserver ./trajectory ./guest/client ./guest/wire ./rollout
+# envserver's end-to-end suite runs under `make test-race` only: instrumented,
+# on two cores, its fourteen concurrent desktops outlast their own deadlines.
+RACE_PKGS   ?= ./pool ./trajectory ./guest/client ./guest/wire ./rollout ./envserver/ui ./envserver/api
 
 # What this host provides is required, not optional: where the engine
 # answers, docker tests fail instead of skipping; as root, so do tests that
