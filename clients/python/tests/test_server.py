@@ -192,8 +192,12 @@ def _run_solution(server, task, steps):
 
 
 def test_reference_solutions_reach_reward_1(server, tasks):
+    # Tasks solved through element refs replay only while the tree is observed
+    # every step (ids are minted as walks meet elements): tests/test_a11y.py and
+    # the Go task suite play those.
+    plain = {tid: t for tid, t in tasks.items() if not t.get("a11y")}
     with cf.ThreadPoolExecutor(4) as ex:
-        futs = {tid: ex.submit(_run_solution, server, t, t["solution"]) for tid, t in tasks.items()}
+        futs = {tid: ex.submit(_run_solution, server, t, t["solution"]) for tid, t in plain.items()}
         failures = []
         for tid, f in futs.items():
             (obs, reward, terminated, truncated, info), traj = f.result()
