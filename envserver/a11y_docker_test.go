@@ -1,31 +1,19 @@
 package envserver_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
-	"github.com/shinken-rl/shinken/pool/docker"
 )
 
 // TestA11yDocker: container sandboxes run the buses too: the spec lists
 // the tree, a reset observes it, and a task solved through element refs
 // scores 1 in a container.
 func TestA11yDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping container boots")
-	}
-	s, err := servertest.TryStart(t, servertest.Options{Pool: 1, Edit: func(c *configs.Server) { c.Provider = "docker" }})
-	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
-		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := dockerServer(t, servertest.Options{Pool: 1})
 	var sp api.Spec
 	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || len(sp.Observation.A11y) == 0 {
 		t.Fatalf("docker spec observation %+v (%v); want the a11y modes", sp.Observation, err)

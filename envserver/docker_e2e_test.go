@@ -17,16 +17,7 @@ import (
 // containers from the locally built image, reset from a committed golden,
 // the reference solution, and a fork that inherits the parent's files.
 func TestDockerProviderEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping container boots")
-	}
-	s, err := servertest.TryStart(t, servertest.Options{Pool: 2, Edit: func(c *configs.Server) { c.Provider = "docker" }})
-	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
-		pooltest.SkipUnless(t, pooltest.RequireDocker, fmt.Sprintf("docker provider unavailable: %v (make image builds the image)", err))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := dockerServer(t, servertest.Options{Pool: 2})
 	ids := []string{"xterm-hello-file", "mousepad-write-note"}
 	var req api.ResetRequest
 	for _, id := range ids {
@@ -58,4 +49,29 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || spec.Pool.Provider != "docker" || spec.Pool.SnapshotKind != "disk" {
 		t.Errorf("spec pool: got %+v (%v); want docker, disk", spec.Pool, err)
 	}
+}
+
+// dockerServer starts a server on the docker provider. Without an engine or
+// the image it skips, unless the host is expected to have them (make test
+// sets SHINKEN_REQUIRE_DOCKER where the engine answers): then it fails.
+func dockerServer(t *testing.T, opts servertest.Options) *servertest.Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping container boots")
+	}
+	edit := opts.Edit
+	opts.Edit = func(c *configs.Server) {
+		if edit != nil {
+			edit(c)
+		}
+		c.Provider = "docker"
+	}
+	s, err := servertest.TryStart(t, opts)
+	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
+		pooltest.SkipUnless(t, pooltest.RequireDocker, fmt.Sprintf("docker provider unavailable: %v (make image builds the image)", err))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -3,7 +3,6 @@ package envserver_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
-	"github.com/shinken-rl/shinken/pool/docker"
 	"github.com/shinken-rl/shinken/rollout"
 	"github.com/shinken-rl/shinken/trajectory"
 )
@@ -159,16 +157,7 @@ func TestRedTeamProcess(t *testing.T) {
 }
 
 func TestRedTeamDocker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping container boots")
-	}
-	s, err := servertest.TryStart(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Logf: t.Logf, Edit: func(c *configs.Server) { c.Provider = "docker" }})
-	if errors.Is(err, docker.ErrNoEngine) || errors.Is(err, docker.ErrNoImage) {
-		t.Skipf("docker provider unavailable: %v (make image builds the image)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := dockerServer(t, servertest.Options{Pool: 4, Tasks: redteamTasks(t), Logf: t.Logf})
 	redTeam(t, s)
 }
 
