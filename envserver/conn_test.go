@@ -96,7 +96,7 @@ func TestConnectionLimits(t *testing.T) {
 				c.Close()
 			}
 		}()
-		http.DefaultClient.CloseIdleConnections()
+		servertest.Client.CloseIdleConnections()
 		refusedAt := 0
 		for i := 1; i <= perIP+1 && refusedAt == 0; i++ {
 			c := dial(t)

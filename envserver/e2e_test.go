@@ -125,31 +125,58 @@ func TestTaskSuite(t *testing.T) {
 		{"wrong", 0, func(t *configs.Task) [][]aci.Action { return t.Wrong }},
 	} {
 		t.Run(round.name, func(t *testing.T) {
-			req := api.ResetRequest{Observe: obs}
-			for _, id := range ids {
-				req.Envs = append(req.Envs, api.ResetEnv{Task: id})
-			}
-			r := reset(t, s, req)
-			envs := make([]string, len(ids))
-			scripts := make([][][]aci.Action, len(ids))
-			for i, res := range r.Results {
-				envs[i], scripts[i] = res.EnvID, round.script(s.Tasks[ids[i]])
-			}
-			// Every env the batch did lease goes back, even when one failed:
-			// a leak would starve every later test of sandboxes.
-			defer closeEnvs(s, envs...)
-			for i, res := range r.Results {
-				if res.Error != nil {
-					t.Fatalf("reset %s: %v", ids[i], res.Error)
-				}
-			}
-			rewards, reasons := playObserving(t, s, envs, scripts, obs)
-			for i, id := range ids {
-				if rewards[i] != round.want || reasons[i] != string(trajectory.TaskComplete) {
-					t.Errorf("task %s: got reward %v exit %q; want %v task_complete", id, rewards[i], reasons[i], round.want)
-				}
+			for lo := 0; lo < len(ids); lo += suiteBatch(len(ids)) {
+				hi := min(lo+suiteBatch(len(ids)), len(ids))
+				playRound(t, s, ids[lo:hi], obs, round.want, round.script)
 			}
 		})
+	}
+}
+
+// suiteBatch is how many tasks TestTaskSuite plays in one batch: all of
+// them, except under the race detector, where instrumented desktops on a
+// small machine play a few at a time (the server's concurrency is what the
+// detector checks, and four envs per batch exercise it).
+func suiteBatch(n int) int {
+	if raceEnabled {
+		return min(n, 4)
+	}
+	return n
+}
+
+// playRound resets one env per task in a batch, plays each one's script and
+// checks its reward and exit reason.
+func playRound(t *testing.T, s *servertest.Server, ids []string, obs *api.Observe, want float64, script func(*configs.Task) [][]aci.Action) {
+	t.Helper()
+	req := api.ResetRequest{Observe: obs}
+	for _, id := range ids {
+		req.Envs = append(req.Envs, api.ResetEnv{Task: id})
+	}
+	var r api.BatchReply
+	if _, _, err := s.Call("/v1/reset", req, &r); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	if len(r.Results) != len(ids) {
+		t.Fatalf("reset: got %d results; want %d", len(r.Results), len(ids))
+	}
+	envs := make([]string, len(ids))
+	scripts := make([][][]aci.Action, len(ids))
+	for i, res := range r.Results {
+		envs[i], scripts[i] = res.EnvID, script(s.Tasks[ids[i]])
+	}
+	// Every env the batch did lease goes back, even when one failed:
+	// a leak would starve every later test of sandboxes.
+	defer closeEnvs(s, envs...)
+	for i, res := range r.Results {
+		if res.Error != nil {
+			t.Fatalf("reset %s: %v", ids[i], res.Error)
+		}
+	}
+	rewards, reasons := playObserving(t, s, envs, scripts, obs)
+	for i, id := range ids {
+		if rewards[i] != want || reasons[i] != string(trajectory.TaskComplete) {
+			t.Errorf("task %s: got reward %v exit %q; want %v task_complete", id, rewards[i], reasons[i], want)
+		}
 	}
 }
 

@@ -269,7 +269,7 @@ func TestWebUI(t *testing.T) {
 	// The GIF export of the replay is a real animated image.
 	req, _ := http.NewRequest("GET", s.URL+"/ui/api/episodes/"+epB+"/replay.gif", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := servertest.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,6 +224,11 @@ func (s *Server) Call(path string, req, resp any) (status, size int, err error) 
 	return s.Raw(path, "application/msgpack", body, resp)
 }
 
+// Client is the HTTP client every call of a test goes through. Its deadline
+// is past any the server applies to a request (reset_timeout, a batch's
+// step budget), so a stalled server fails the test instead of hanging it.
+var Client = &http.Client{Timeout: 5 * time.Minute}
+
 // Raw posts a body as is; resp is decoded from msgpack or JSON by the reply's
 // content type.
 func (s *Server) Raw(path, contentType string, body []byte, resp any) (status, size int, err error) {
@@ -235,7 +240,7 @@ func (s *Server) Raw(path, contentType string, body []byte, resp any) (status, s
 	if s.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.Token)
 	}
-	r, err := http.DefaultClient.Do(req)
+	r, err := Client.Do(req)
 	if err != nil {
 		return 0, 0, err
 	}
