@@ -1,0 +1,174 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/shinken-rl/shinken/aci"
+)
+
+// hostSecret is a file outside the copied tree that only root may read,
+// standing for any host file a sandbox must never get.
+func hostSecret(t *testing.T) (dir, file string, secret []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	secret = []byte("host-secret-7d1c0f")
+	file = filepath.Join(dir, "secret")
+	if err := os.WriteFile(file, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file, secret
+}
+
+// assertNoSecret walks tree without following links and fails if any
+// regular file holds secret.
+func assertNoSecret(t *testing.T, tree string, secret []byte) {
+	t.Helper()
+	err := filepath.WalkDir(tree, func(path string, e os.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, secret) {
+			t.Errorf("%s holds the host's secret", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCopyTreeNeverFollowsLinks: links to a host file and a host directory
+// are copied as links, never opened; the source tree's root may not itself
+// be a link.
+func TestCopyTreeNeverFollowsLinks(t *testing.T) {
+	hostDir, hostFile, secret := hostSecret(t)
+	src := filepath.Join(t.TempDir(), "home")
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"leak": hostFile, "sub/dirleak": hostDir, "rel": "../../../../../../" + hostFile} {
+		if err := os.Symlink(target, filepath.Join(src, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "sub", "own"), []byte("mine"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 1 << 20}
+	if err := c.copyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, dst, secret)
+	if got, err := os.Readlink(filepath.Join(dst, "sub", "dirleak")); err != nil || got != hostDir {
+		t.Errorf("dirleak: got %q %v; want a link to %s", got, err, hostDir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "sub", "own")); err != nil || string(b) != "mine" {
+		t.Errorf("own file: got %q %v", b, err)
+	}
+	if st, err := os.Stat(filepath.Join(dst, "sub", "own")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("own file mode: %v %v; want 0640", st.Mode(), err)
+	}
+
+	link := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(hostDir, link); err != nil {
+		t.Fatal(err)
+	}
+	c = &treeCopy{ctx: context.Background(), uid: -1, gid: -1}
+	if err := c.copyTree(link, filepath.Join(t.TempDir(), "copy")); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("copying a tree whose root is a link: got %v; want ELOOP", err)
+	}
+}
+
+// TestCopyTreeKeepsHoles: a 100 GB sparse file with a few bytes of data
+// copies its data only: the copy has the same length and bytes, and
+// allocates about what the source does.
+func TestCopyTreeKeepsHoles(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const size = 100 << 30
+	f, err := os.Create(filepath.Join(src, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Skipf("this filesystem cannot hold a %d-byte sparse file: %v", int64(size), err)
+	}
+	for _, off := range []int64{0, size / 2, size - 4} {
+		if _, err := f.WriteAt([]byte("data"), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	dst := filepath.Join(t.TempDir(), "copy")
+	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 64 << 20}
+	if err := c.copyTree(src, dst); err != nil {
+		t.Fatalf("copying a sparse file: %v", err)
+	}
+	if c.n > 32<<20 {
+		t.Errorf("counted %d bytes; want the data extents only", c.n)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dst, "sparse"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size || st.Blocks*512 > 64<<20 {
+		t.Errorf("copy: size %d, %d bytes allocated; want %d, holes kept", st.Size, st.Blocks*512, int64(size))
+	}
+	g, err := os.Open(filepath.Join(dst, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	buf := make([]byte, 4)
+	for _, off := range []int64{0, size / 2, size - 4} {
+		if _, err := g.ReadAt(buf, off); err != nil || string(buf) != "data" {
+			t.Errorf("copy at %d: %q %v; want \"data\"", off, buf, err)
+		}
+	}
+}
+
+// TestCopyTreeCapped: a tree holding more data than the cap fails with a
+// typed too_large error; a cancelled context stops inside a large file.
+func TestCopyTreeCapped(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte{1}, 12<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 8 << 20}
+	err := c.copyTree(src, filepath.Join(t.TempDir(), "copy"))
+	if !errors.Is(err, ErrSnapshotTooLarge) || aci.CodeOf(err) != aci.CodeTooLarge {
+		t.Fatalf("copying 12 MiB under an 8 MiB cap: got %v; want too_large", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c = &treeCopy{ctx: ctx, uid: -1, gid: -1}
+	in, err := os.Open(filepath.Join(src, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := c.file(int(in.Fd()), int(out.Fd()), 12<<20); !errors.Is(err, context.Canceled) {
+		t.Errorf("copying a large file under a cancelled context: got %v; want context.Canceled", err)
+	}
+}
