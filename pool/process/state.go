@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/vmihailenco/msgpack/v5"
@@ -337,6 +338,11 @@ func hello(ctx context.Context, conn net.Conn) error {
 		b, err := wire.ReadFrame(conn, nil)
 		if err != nil {
 			return err
+		}
+		// The guest is not trusted: its frame is walked before decoding,
+		// as every host reader of guest frames does.
+		if err := client.CheckFrame(b); err != nil {
+			return fmt.Errorf("guest sent a frame refused before decoding: %w", err)
 		}
 		m, err := wire.Decode(b)
 		if err != nil {
