@@ -34,6 +34,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -71,7 +72,7 @@ type Options struct {
 	// SnapshotBytes caps what one snapshot copies (file data, holes not
 	// counted, plus 512 bytes per entry); a sandbox holding more fails
 	// Snapshot (and so /v1/fork) with code too_large. 0 means
-	// DefaultSnapshotBytes; negative means no cap.
+	// 4 GiB; negative means no cap.
 	SnapshotBytes int64
 	// BootTimeout bounds one boot, from start to hello (default 30 s).
 	BootTimeout time.Duration
@@ -166,7 +167,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		opts.AgentCPUs = 1
 	}
 	if opts.SnapshotBytes == 0 {
-		opts.SnapshotBytes = DefaultSnapshotBytes
+		opts.SnapshotBytes = safecopy.DefaultMax
 	}
 	if opts.BootTimeout == 0 {
 		opts.BootTimeout = 30 * time.Second
@@ -709,9 +710,9 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
 	}
-	c := &treeCopy{ctx: ctx, uid: -1, gid: -1, max: p.opts.SnapshotBytes}
+	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
 	for _, d := range writableDirs {
-		if err = c.copyTree(filepath.Join(b.dir, d), filepath.Join(dir, d)); err != nil {
+		if err = c.Tree(b.dir, d, filepath.Join(dir, d)); err != nil {
 			break
 		}
 	}

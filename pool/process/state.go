@@ -19,6 +19,7 @@ import (
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -233,25 +234,18 @@ func cleanStaleX(tmp string, num int) bool {
 	return true
 }
 
-// isXLeftover reports X lock files and socket dirs, which never belong in
-// a snapshot or a fresh sandbox.
-func isXLeftover(name string) bool {
-	return name == ".X11-unix" || name == ".ICE-unix" ||
-		(strings.HasPrefix(name, ".X") && strings.HasSuffix(name, "-lock"))
-}
-
 // makeDirs creates a sandbox's directories, seeded from a snapshot dir
 // when seed is not empty (at most max bytes copied, as a snapshot counts
 // them), owned by uid/gid (when uid >= 0).
 func makeDirs(ctx context.Context, dir, seed string, uid, gid int, max int64) error {
-	c := &treeCopy{ctx: ctx, uid: uid, gid: gid, max: max}
+	c := &safecopy.Copy{Ctx: ctx, UID: uid, GID: gid, Max: max, Skip: safecopy.XLeftover}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, d := range append([]string{"run"}, writableDirs...) {
 		p := filepath.Join(dir, d)
 		if seed != "" && d != "run" {
-			if err := c.copyTree(filepath.Join(seed, d), p); err != nil {
+			if err := c.Tree(seed, d, p); err != nil {
 				return err
 			}
 		} else if err := os.Mkdir(p, 0o755); err != nil {

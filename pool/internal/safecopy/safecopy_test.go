@@ -1,4 +1,4 @@
-package process
+package safecopy
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func assertNoSecret(t *testing.T, tree string, secret []byte) {
 
 // TestCopyTreeNeverFollowsLinks: links to a host file and a host directory
 // are copied as links, never opened; the source tree's root may not itself
-// be a link.
+// be a link, nor be reached through one.
 func TestCopyTreeNeverFollowsLinks(t *testing.T) {
 	hostDir, hostFile, secret := hostSecret(t)
 	src := filepath.Join(t.TempDir(), "home")
@@ -65,8 +65,8 @@ func TestCopyTreeNeverFollowsLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "copy")
-	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 1 << 20}
-	if err := c.copyTree(src, dst); err != nil {
+	c := &Copy{Ctx: context.Background(), UID: -1, GID: -1, Max: 1 << 20}
+	if err := c.Tree(filepath.Dir(src), filepath.Base(src), dst); err != nil {
 		t.Fatal(err)
 	}
 	assertNoSecret(t, dst, secret)
@@ -84,9 +84,15 @@ func TestCopyTreeNeverFollowsLinks(t *testing.T) {
 	if err := os.Symlink(hostDir, link); err != nil {
 		t.Fatal(err)
 	}
-	c = &treeCopy{ctx: context.Background(), uid: -1, gid: -1}
-	if err := c.copyTree(link, filepath.Join(t.TempDir(), "copy")); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+	c = &Copy{Ctx: context.Background(), UID: -1, GID: -1}
+	if err := c.Tree(filepath.Dir(link), filepath.Base(link), filepath.Join(t.TempDir(), "copy")); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("copying a tree whose root is a link: got %v; want ELOOP", err)
+	}
+	if err := c.Tree(filepath.Dir(link), "home/sub", filepath.Join(t.TempDir(), "copy")); !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("copying a tree reached through a link: got %v; want ELOOP", err)
+	}
+	if err := c.Tree(src, "../../", filepath.Join(t.TempDir(), "copy")); !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("copying a tree above its base: got %v; want EXDEV", err)
 	}
 }
 
@@ -113,12 +119,12 @@ func TestCopyTreeKeepsHoles(t *testing.T) {
 	}
 	f.Close()
 	dst := filepath.Join(t.TempDir(), "copy")
-	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 64 << 20}
-	if err := c.copyTree(src, dst); err != nil {
+	c := &Copy{Ctx: context.Background(), UID: -1, GID: -1, Max: 64 << 20}
+	if err := c.Tree(filepath.Dir(src), filepath.Base(src), dst); err != nil {
 		t.Fatalf("copying a sparse file: %v", err)
 	}
-	if c.n > 32<<20 {
-		t.Errorf("counted %d bytes; want the data extents only", c.n)
+	if c.Copied() > 32<<20 {
+		t.Errorf("counted %d bytes; want the data extents only", c.Copied())
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(dst, "sparse"), &st); err != nil {
@@ -150,14 +156,14 @@ func TestCopyTreeCapped(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte{1}, 12<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &treeCopy{ctx: context.Background(), uid: -1, gid: -1, max: 8 << 20}
-	err := c.copyTree(src, filepath.Join(t.TempDir(), "copy"))
-	if !errors.Is(err, ErrSnapshotTooLarge) || aci.CodeOf(err) != aci.CodeTooLarge {
+	c := &Copy{Ctx: context.Background(), UID: -1, GID: -1, Max: 8 << 20}
+	err := c.Tree(filepath.Dir(src), filepath.Base(src), filepath.Join(t.TempDir(), "copy"))
+	if !errors.Is(err, ErrTooLarge) || aci.CodeOf(err) != aci.CodeTooLarge {
 		t.Fatalf("copying 12 MiB under an 8 MiB cap: got %v; want too_large", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c = &treeCopy{ctx: ctx, uid: -1, gid: -1}
+	c = &Copy{Ctx: ctx, UID: -1, GID: -1}
 	in, err := os.Open(filepath.Join(src, "big"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,14 @@
-package process
+// Package safecopy copies a sandbox's writable tree to or from the
+// snapshot store without trusting the tree (docs/architecture.md,
+// "Snapshots copy safely"). The agent owns the tree and may rearrange it
+// while the copy runs, so the walk goes by file descriptor: every
+// directory and file is opened relative to its parent's descriptor with
+// O_NOFOLLOW, so a symlink swapped in mid-walk is never followed out of the
+// tree (a symlink is copied as a symlink, its target never opened); holes
+// are kept (SEEK_DATA/SEEK_HOLE); the bytes copied are capped with a typed
+// error and the context is checked between chunks, inside large files too.
+// Both providers snapshot through it.
+package safecopy
 
 import (
 	"context"
@@ -6,28 +16,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/pool"
 	"golang.org/x/sys/unix"
 )
 
-// A snapshot copies a live sandbox's writable directories, which the agent
-// owns and may rearrange while the copy runs (docs/architecture.md,
-// "Snapshots copy safely"). treeCopy therefore walks by file descriptor:
-// every directory and file is opened relative to its parent's descriptor
-// with O_NOFOLLOW, so a symlink swapped in mid-walk is never followed out of
-// the tree (a symlink is copied as a symlink, its target never opened);
-// holes are kept (SEEK_DATA/SEEK_HOLE); the bytes copied are capped and
-// the context is checked between chunks, inside large files too.
+// DefaultMax bounds what one snapshot (or one restore from it) copies
+// when a provider's SnapshotBytes option is 0.
+const DefaultMax = 4 << 30
 
-// DefaultSnapshotBytes bounds what one snapshot (or one restore from it)
-// copies when Options.SnapshotBytes is 0.
-const DefaultSnapshotBytes = 4 << 30
-
-// entryCost is what each directory entry counts against the byte cap: a
+// EntryCost is what each directory entry counts against the byte cap: a
 // tree of a million empty files costs as much to copy as its data.
-const entryCost = 512
+const EntryCost = 512
 
 // maxCopyDepth bounds directory nesting in a copied tree.
 const maxCopyDepth = 256
@@ -36,42 +38,65 @@ const maxCopyDepth = 256
 // the context and the cap are checked again.
 const copyChunk = 4 << 20
 
-// ErrSnapshotTooLarge is the kind of the error a snapshot over its byte cap
-// fails with (wire code too_large: the agent filled its disk).
-var ErrSnapshotTooLarge = errors.New("snapshot too large")
+// ErrTooLarge is the kind of the error a copy over its byte cap fails
+// with (wire code too_large: the agent filled its disk).
+var ErrTooLarge = errors.New("snapshot too large")
 
-// treeCopy is one copy of up to three trees under a shared byte cap.
-type treeCopy struct {
-	ctx      context.Context
-	uid, gid int   // owner of what is created; -1: the copier's
-	max      int64 // cap on data bytes + entryCost per entry; <= 0: none
-	n        int64 // counted so far
-	buf      []byte
+// Copy is one copy of one or more trees under a shared byte cap.
+type Copy struct {
+	Ctx      context.Context
+	UID, GID int   // owner of what is created; -1: the copier's
+	Max      int64 // cap on data bytes + EntryCost per entry; <= 0: none
+	// Skip, when set, names entries (at any depth) left out of the copy.
+	Skip func(name string) bool
+
+	n   int64 // counted so far
+	buf []byte
+}
+
+// Copied is what the copy counted against its cap so far.
+func (c *Copy) Copied() int64 { return c.n }
+
+// XLeftover reports X lock files and socket dirs, which never belong in a
+// snapshot or a fresh sandbox.
+func XLeftover(name string) bool {
+	return name == ".X11-unix" || name == ".ICE-unix" ||
+		(strings.HasPrefix(name, ".X") && strings.HasSuffix(name, "-lock"))
 }
 
 // tooLarge is the typed error of a copy over its cap.
-func (c *treeCopy) tooLarge() error {
-	return pool.Errorf(ErrSnapshotTooLarge, aci.CodeTooLarge,
-		"process: snapshot over its cap of %d bytes (data plus %d bytes per file; Options.SnapshotBytes): the sandbox's home, workspace and /tmp hold too much", c.max, entryCost)
+func (c *Copy) tooLarge() error {
+	return pool.Errorf(ErrTooLarge, aci.CodeTooLarge,
+		"snapshot over its cap of %d bytes (data plus %d bytes per file; snapshot_bytes): the sandbox's writable directories hold too much", c.Max, EntryCost)
 }
 
 // charge counts n bytes against the cap.
-func (c *treeCopy) charge(n int64) error {
+func (c *Copy) charge(n int64) error {
 	c.n += n
-	if c.max > 0 && c.n > c.max {
+	if c.Max > 0 && c.n > c.Max {
 		return c.tooLarge()
 	}
 	return nil
 }
 
-// copyTree copies src into dst (created), regular files, dirs and symlinks
-// only, skipping sockets, fifos, devices and X leftovers; what it creates
-// gets uid/gid when uid >= 0. It never follows a symlink: neither src
-// itself nor anything below it.
-func (c *treeCopy) copyTree(src, dst string) error {
-	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// Tree copies the directory rel below base into dst (created): regular
+// files, dirs and symlinks only, skipping sockets, fifos, devices and what
+// Skip names; what it creates gets UID/GID when UID >= 0. base is trusted
+// (the caller's own directory, or a container's /proc/<pid>/root); rel is
+// resolved beneath it without following any symlink, and nothing below it
+// is followed either.
+func (c *Copy) Tree(base, rel, dst string) error {
+	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", src, err)
+		return fmt.Errorf("open %s: %w", base, err)
+	}
+	defer unix.Close(bfd)
+	sfd, err := unix.Openat2(bfd, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("open %s beneath %s: %w", rel, base, err)
 	}
 	defer unix.Close(sfd)
 	var st unix.Stat_t
@@ -96,17 +121,17 @@ func (c *treeCopy) copyTree(src, dst string) error {
 }
 
 // own gives fd to the copy's owner.
-func (c *treeCopy) own(fd int) error {
-	if c.uid < 0 {
+func (c *Copy) own(fd int) error {
+	if c.UID < 0 {
 		return nil
 	}
-	return unix.Fchown(fd, c.uid, c.gid)
+	return unix.Fchown(fd, c.UID, c.GID)
 }
 
 // dir copies the entries of the open directory sfd into dfd.
-func (c *treeCopy) dir(sfd, dfd, depth int) error {
+func (c *Copy) dir(sfd, dfd, depth int) error {
 	if depth > maxCopyDepth {
-		return pool.Errorf(ErrSnapshotTooLarge, aci.CodeTooLarge, "process: snapshot: directories nested deeper than %d", maxCopyDepth)
+		return pool.Errorf(ErrTooLarge, aci.CodeTooLarge, "snapshot: directories nested deeper than %d", maxCopyDepth)
 	}
 	// Read the names through a duplicate: os.File owns (and closes) its fd.
 	rfd, err := unix.Dup(sfd)
@@ -119,13 +144,13 @@ func (c *treeCopy) dir(sfd, dfd, depth int) error {
 	for {
 		names, err := f.Readdirnames(256)
 		for _, name := range names {
-			if err := c.ctx.Err(); err != nil {
+			if err := c.Ctx.Err(); err != nil {
 				return err
 			}
-			if isXLeftover(name) {
+			if c.Skip != nil && c.Skip(name) {
 				continue
 			}
-			if err := c.charge(entryCost); err != nil {
+			if err := c.charge(EntryCost); err != nil {
 				return err
 			}
 			if err := c.entry(sfd, dfd, name, depth); err != nil {
@@ -148,7 +173,7 @@ func vanished(err error) bool {
 }
 
 // entry copies one entry of sfd, named name, into dfd.
-func (c *treeCopy) entry(sfd, dfd int, name string, depth int) error {
+func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if vanished(err) {
@@ -196,10 +221,10 @@ func (c *treeCopy) entry(sfd, dfd int, name string, depth int) error {
 		if err := unix.Symlinkat(target, dfd, name); err != nil {
 			return err
 		}
-		if c.uid < 0 {
+		if c.UID < 0 {
 			return nil
 		}
-		return unix.Fchownat(dfd, name, c.uid, c.gid, unix.AT_SYMLINK_NOFOLLOW)
+		return unix.Fchownat(dfd, name, c.UID, c.GID, unix.AT_SYMLINK_NOFOLLOW)
 	case unix.S_IFREG:
 		// O_NONBLOCK: a fifo swapped in since the stat does not hang the
 		// open; it is refused by the type check below.
@@ -246,7 +271,7 @@ func readlinkat(dirfd int, name string) (string, error) {
 
 // file copies the first size bytes of in to out, data extents only: holes
 // stay holes, so a sparse file of any apparent size costs its data.
-func (c *treeCopy) file(in, out int, size int64) error {
+func (c *Copy) file(in, out int, size int64) error {
 	if size == 0 {
 		return nil
 	}
@@ -280,9 +305,9 @@ func (c *treeCopy) file(in, out int, size int64) error {
 
 // extent copies [from, to) of in to the same offsets of out, in chunks,
 // checking the context and the cap before each.
-func (c *treeCopy) extent(in, out int, from, to int64) error {
+func (c *Copy) extent(in, out int, from, to int64) error {
 	for from < to {
-		if err := c.ctx.Err(); err != nil {
+		if err := c.Ctx.Err(); err != nil {
 			return err
 		}
 		n := min(to-from, copyChunk)
@@ -309,7 +334,7 @@ func (c *treeCopy) extent(in, out int, from, to int64) error {
 }
 
 // readWrite copies up to n bytes at off with pread/pwrite.
-func (c *treeCopy) readWrite(in, out int, off, n int64) (int, error) {
+func (c *Copy) readWrite(in, out int, off, n int64) (int, error) {
 	if c.buf == nil {
 		c.buf = make([]byte, 1<<20)
 	}
