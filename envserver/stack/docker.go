@@ -18,6 +18,8 @@ func init() {
 			GuestdPath: opts.GuestdPath,
 			Instance:   docker.InstanceFor(cfg.State),
 			StateDir:   filepath.Join(cfg.State, "docker"),
+			CPUs:       cfg.SandboxCPUs,
+			SnapshotBytes: cfg.SnapshotBytes,
 		})
 		if err != nil {
 			return err
