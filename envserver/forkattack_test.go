@@ -2,9 +2,11 @@ package envserver_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool/process"
 )
 
@@ -119,4 +122,43 @@ touch ~/attacks-ready`, hostDir),
 		t.Errorf("the parent after a refused fork: %v; want it stepping", res.Results[0].Error)
 	}
 	s.WaitEnv(t, parent, `[ -e ~/big ]`)
+}
+
+// TestDockerEscapes: the agent's shell (launch_app) in a container tries
+// the ways out — the engine's socket, writing outside home and /tmp,
+// remounting / read-write, mounting, su, the host's processes, a user
+// namespace, a GPU or kvm node — and each is refused (docs/architecture.md,
+// "Docker hardening").
+func TestDockerEscapes(t *testing.T) {
+	s := dockerServer(t, servertest.Options{Pool: 1})
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
+	env := r.Results[0].EnvID
+	defer closeEnvs(s, env)
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: []aci.Action{sh(`
+t() { if ( eval "$2" ) >/dev/null 2>&1; then echo "escaped: $1"; else echo "held: $1"; fi; }
+{
+t docker-socket 'test -S /var/run/docker.sock || test -S /run/docker.sock || find / -xdev -type s -name "docker*" | grep -q .'
+t write-etc 'echo x > /etc/owned'
+t write-usr 'touch /usr/bin/owned'
+t write-root 'touch /owned'
+t remount-rw 'mount -o remount,rw / && touch /owned'
+t mount-tmpfs 'mkdir -p ~/m && mount -t tmpfs x ~/m'
+t setuid-su 'su -c id root </dev/null'
+t host-procs 'grep -lE "^(dockerd|containerd|envserver|systemd)$" /proc/[0-9]*/comm'
+t user-namespace 'unshare -U -r id'
+t gpu-kvm 'ls /dev/nvidia* /dev/kvm'
+} > ~/escapes.txt; touch ~/escapes-done`)}}}})
+	s.WaitEnv(t, env, `[ -e ~/escapes-done ]`)
+	c, ok := s.Server.EnvGuest(env)
+	if !ok {
+		t.Fatal("no guest")
+	}
+	res, err := c.Exec(context.Background(), wire.ExecArgs{Shell: "cat ~/escapes.txt", TimeoutMS: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Stdout)
+	if n := strings.Count(out, "held: "); n != 10 || strings.Contains(out, "escaped") {
+		t.Errorf("escape attempts:\n%s\nwant all 10 held", out)
+	}
 }
