@@ -46,6 +46,10 @@ func forkAttacks(t *testing.T, s *servertest.Server) {
 	if err := os.WriteFile(filepath.Join(hostDir, "secret"), secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var spec api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || spec.Pool.Confinement == nil || spec.Pool.Confinement.SnapshotBytes != forkCap {
+		t.Errorf("spec pool confinement: %+v (%v); want snapshot_bytes %d", spec.Pool.Confinement, err, forkCap)
+	}
 	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
 	parent := r.Results[0].EnvID
 	defer closeEnvs(s, parent)

@@ -296,6 +296,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Isolation:    p.isolation(),
 		Notes:        p.notes,
 		A11y:         guest.HasA11y(), // sandboxes run this host's binaries
+		Confinement:  &pool.Confinement{SnapshotBytes: max(p.opts.SnapshotBytes, 0)},
 	}
 }
 
