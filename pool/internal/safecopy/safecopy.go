@@ -157,8 +157,8 @@ func (c *Copy) dir(sfd, dfd, depth int) error {
 				return err
 			}
 		}
-		if err == io.EOF || (err == nil && len(names) == 0) {
-			return nil
+		if err == io.EOF || (err == nil && len(names) == 0) || vanished(err) {
+			return nil // done, or the directory was removed meanwhile
 		}
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -177,4 +178,49 @@ func TestCopyTreeCapped(t *testing.T) {
 	if err := c.file(int(in.Fd()), int(out.Fd()), 12<<20); !errors.Is(err, context.Canceled) {
 		t.Errorf("copying a large file under a cancelled context: got %v; want context.Canceled", err)
 	}
+}
+
+// TestCopyTreeUnderSwaps: while the tree is copied over and over, another
+// goroutine keeps replacing a directory (holding a file) with a link to a
+// root-only host directory and a file with a link to the host file, as an
+// agent would during /v1/fork when nothing freezes it. No copy ever holds
+// the host's bytes.
+func TestCopyTreeUnderSwaps(t *testing.T) {
+	hostDir, hostFile, secret := hostSecret(t)
+	src := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d, f := filepath.Join(src, "swap"), filepath.Join(src, "f")
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.RemoveAll(d)
+			os.Mkdir(d, 0o755)
+			os.WriteFile(filepath.Join(d, "x"), []byte("decoy"), 0o644)
+			os.Remove(f)
+			os.WriteFile(f, []byte("decoy"), 0o644)
+			os.RemoveAll(d)
+			os.Symlink(hostDir, d)
+			os.Remove(f)
+			os.Symlink(hostFile, f)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	out := t.TempDir()
+	for i := range 300 {
+		dst := filepath.Join(out, strconv.Itoa(i))
+		c := &Copy{Ctx: context.Background(), UID: -1, GID: -1, Max: 1 << 20}
+		if err := c.Tree(filepath.Dir(src), "home", dst); err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+	}
+	assertNoSecret(t, out, secret)
 }
