@@ -45,6 +45,8 @@ type Server struct {
 	ReadTimeout        Duration    `json:"read_timeout"`         // reading one request, headers and body
 	WriteTimeout       Duration    `json:"write_timeout"`        // writing one reply
 	ConnIdleTimeout    Duration    `json:"conn_idle_timeout"`    // a keep-alive connection's wait for its next request
+	SnapshotBytes      int64       `json:"snapshot_bytes"`       // cap on what one snapshot or fork copies (too_large beyond); 0 = 4 GiB, -1 = none
+	SandboxCPUs        float64     `json:"sandbox_cpus"`         // docker: CPUs one container may use; 0 = 1
 }
 
 // ReadToken fills Token from TokenFile when it is set (the file's content,

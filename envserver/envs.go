@@ -407,6 +407,10 @@ func (s *Server) spec() *api.Spec {
 		},
 		Limits: s.lim,
 	}
+	if c := caps.Confinement; c != nil {
+		cf := api.Confinement(*c)
+		sp.Pool.Confinement = &cf
+	}
 	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
 		sc := s.cfg.Screen
 		sp.Observation.Screen = &sc

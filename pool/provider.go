@@ -36,6 +36,24 @@ type Capabilities struct {
 	// A11y says the sandboxes run an accessibility bus: observations may
 	// carry the accessibility tree and actions may target its elements.
 	A11y bool `msgpack:"a11y" json:"a11y"`
+	// Confinement is what the provider enforces on every sandbox, field by
+	// field; nil where it reports none. A field is set only where the
+	// provider's code applies it (docs/architecture.md, "Docker hardening").
+	Confinement *Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
+}
+
+// Confinement is what a provider enforces on each sandbox; zero fields are
+// not enforced (or not reported).
+type Confinement struct {
+	ReadOnlyRoot    bool    `msgpack:"read_only_root,omitempty" json:"read_only_root,omitempty"`       // the root filesystem cannot be written
+	Seccomp         string  `msgpack:"seccomp,omitempty" json:"seccomp,omitempty"`                     // seccomp profile ("default": the engine's)
+	NoNewPrivileges bool    `msgpack:"no_new_privileges,omitempty" json:"no_new_privileges,omitempty"` // setuid binaries do not raise privileges
+	MemoryBytes     int64   `msgpack:"memory_bytes,omitempty" json:"memory_bytes,omitempty"`           // default memory limit (Spec.MemoryBytes overrides)
+	Pids            int64   `msgpack:"pids,omitempty" json:"pids,omitempty"`                           // default process limit (Spec.Pids overrides)
+	CPUs            float64 `msgpack:"cpus,omitempty" json:"cpus,omitempty"`                           // CPU time, in CPUs
+	WritableBytes   int64   `msgpack:"writable_bytes,omitempty" json:"writable_bytes,omitempty"`       // the writable state's size bound
+	SnapshotBytes   int64   `msgpack:"snapshot_bytes,omitempty" json:"snapshot_bytes,omitempty"`       // what one snapshot may copy (too_large beyond)
+	LogBytes        int64   `msgpack:"log_bytes,omitempty" json:"log_bytes,omitempty"`                 // output kept per sandbox
 }
 
 // Spec describes the sandbox to create.

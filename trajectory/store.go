@@ -203,7 +203,10 @@ func frameRefs(t *Trajectory) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(h string) {
-		if h != "" && !seen[h] {
+		// A hash of another shape (an episode file edited or written by an
+		// older build) names no frame of this store: skipped, so eviction
+		// never slices or globs with it.
+		if hashRE.MatchString(h) && !seen[h] {
 			seen[h] = true
 			out = append(out, h)
 		}

@@ -344,3 +344,32 @@ func TestStoreIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMalformedFrameRefsDoNotPanicEviction: episodes on disk that name
+// frames by hashes of another shape (short, a path) are indexed and
+// evicted at startup without a panic, and without touching other files.
+func TestMalformedFrameRefsDoNotPanicEviction(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewStore(dir, StoreOptions{MaxEpisodes: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(dir, "keep.png")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, h := range []string{"a", "", "../keep", "zz"} {
+		tr := &Trajectory{EpisodeID: fmt.Sprintf("ep-%d", i), InitFrame: h, EndedAt: &now, ExitReason: TaskComplete,
+			Steps: []Step{{ObsFrame: h}}}
+		if err := s.Save(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewStore(dir, StoreOptions{MaxEpisodes: 1}); err != nil {
+		t.Fatalf("reopening with eviction: %v", err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("eviction removed a file outside the frames: %v", err)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/guest"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -65,6 +66,14 @@ func run() error {
 	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	// Not dumpable: no process of the same uid (the agent's, where guestd
+	// shares it) may ptrace guestd or read its memory, environment or fds
+	// through /proc, so the host's channel cannot be taken over
+	// (docs/architecture.md, "guestd cannot be taken over"). Its children
+	// become dumpable again at exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
 
 	if os.Getpid() == 1 {
 		guest.EnableReaper()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,4 +143,75 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || len(s) < i+3 || s[i+2] != 'Z'
+}
+
+// TestNotDumpable: guestd running as an unprivileged uid is not dumpable,
+// so another process of that same uid (the agent, where it shares guestd's
+// uid) can read neither its environment nor its memory, while it can read
+// a plain process of that uid (the control: the check can fail).
+func TestNotDumpable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run guestd and the attacker as another uid")
+	}
+	const uid = 65534
+	dir := t.TempDir()
+	// The uid needs to reach and write its home (the test's dirs are root's).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		cmd.Env = []string{asGuestd + "=1", "HOME=" + dir, "SECRET_TOKEN=guestd-secret"}
+		cmd.SysProcAttr = cred
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	sock := filepath.Join(dir, "g.sock")
+	// The test binary is guestd; copied where the uid may run it.
+	bin := filepath.Join(dir, "guestd")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := start(bin, "--listen", "unix:"+sock, "--display", ":9", "--state", filepath.Join(dir, "state"))
+	plain := start("sleep", "60")
+	// guestd listens once it has set itself up (dumpable flag first).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("guestd did not listen on %s", sock)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	read := func(pid int, file string) error {
+		cmd := exec.Command("head", "-c", "64", fmt.Sprintf("/proc/%d/%s", pid, file))
+		cmd.SysProcAttr = cred
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := read(plain.Process.Pid, "environ"); err != nil {
+		t.Fatalf("control: uid %d cannot read its own plain process's environ: %v", uid, err)
+	}
+	for _, f := range []string{"environ", "mem", "fd/0"} {
+		if err := read(g.Process.Pid, f); err == nil {
+			t.Errorf("uid %d read guestd's /proc/%d/%s; want permission denied (not dumpable)", uid, g.Process.Pid, f)
+		}
+	}
 }

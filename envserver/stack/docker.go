@@ -15,9 +15,11 @@ func init() {
 			return fmt.Errorf("unknown provider %q (want process or docker)", cfg.Provider)
 		}
 		p, err := docker.New(ctx, docker.Options{
-			GuestdPath: opts.GuestdPath,
-			Instance:   docker.InstanceFor(cfg.State),
-			StateDir:   filepath.Join(cfg.State, "docker"),
+			GuestdPath:    opts.GuestdPath,
+			Instance:      docker.InstanceFor(cfg.State),
+			StateDir:      filepath.Join(cfg.State, "docker"),
+			CPUs:          cfg.SandboxCPUs,
+			SnapshotBytes: cfg.SnapshotBytes,
 		})
 		if err != nil {
 			return err

@@ -77,7 +77,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	case "", "process":
 		st.Provider, err = process.New(ctx, process.Options{
 			Root: filepath.Join(cfg.State, "sandboxes"), GuestdPath: opts.GuestdPath,
-			MaxConcurrentBoots: cfg.MaxConcurrentBoots, Logf: logf,
+			MaxConcurrentBoots: cfg.MaxConcurrentBoots, SnapshotBytes: cfg.SnapshotBytes, Logf: logf,
 		})
 	default:
 		err = newProvider(ctx, cfg, opts, st)

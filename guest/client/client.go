@@ -81,6 +81,9 @@ func (c *Client) Act(ctx context.Context, args wire.ActArgs) (*wire.ActResult, e
 	if err := c.call(ctx, wire.MethodAct, args, &r, nil); err != nil {
 		return nil, err
 	}
+	if err := c.checkShot(wire.MethodAct, r.Obs); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -90,7 +93,22 @@ func (c *Client) Screenshot(ctx context.Context, args wire.ObserveArgs) (*wire.S
 	if err := c.call(ctx, wire.MethodScreenshot, args, &r, nil); err != nil {
 		return nil, err
 	}
+	if err := c.checkShot(wire.MethodScreenshot, &r); err != nil {
+		return nil, err
+	}
 	return &r, nil
+}
+
+// checkShot refuses a capture whose hashes are not of the guest's shape: a
+// hash keys the server's shared frame cache and names stored frames, so a
+// guest that sends a malformed one is broken (or hostile) and is dropped
+// like one that sends a malformed frame.
+func (c *Client) checkShot(method string, s *wire.Shot) error {
+	if err := wire.CheckShot(s); err != nil {
+		c.shutdown(fmt.Errorf("guest sent a malformed capture: %w", err))
+		return died(method, err)
+	}
+	return nil
 }
 
 // ListWindows lists the top-level windows.
@@ -234,7 +252,7 @@ func (c *Client) readLoop() {
 			return
 		}
 		buf = b
-		if err := guestWalk().Check(b); err != nil {
+		if err := CheckFrame(b); err != nil {
 			c.shutdown(fmt.Errorf("guest sent a frame refused before decoding: %w", err))
 			return
 		}
@@ -286,6 +304,10 @@ func decodeReply(method string, m *wire.Message, out any) error {
 	}
 	return nil
 }
+
+// CheckFrame walks one frame a guest sent (see guestWalk) before it is
+// decoded; every host reader of guest frames calls it first.
+func CheckFrame(b []byte) error { return guestWalk().Check(b) }
 
 // guestWalk checks each frame a guest sends (its body included: the body
 // is inline msgpack) before anything is decoded: the host does not trust

@@ -72,6 +72,39 @@ type Message struct {
 	Error     *aci.Error         `msgpack:"error,omitempty"`
 }
 
+// HashLen is the length of every content hash a guest sends (a frame's,
+// an accessibility tree's): 128 bits in lowercase hex.
+const HashLen = 32
+
+// ValidHash reports whether h has the shape of a guest's content hash. The
+// host checks every hash a guest sends before it keys a shared cache or a
+// file name with it (docs/architecture.md, "guestd cannot be taken over").
+func ValidHash(h string) bool {
+	if len(h) != HashLen {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckShot checks the hashes of a capture a guest sent.
+func CheckShot(s *Shot) error {
+	if s == nil {
+		return nil
+	}
+	if !ValidHash(s.Hash) {
+		return fmt.Errorf("wire: frame hash %.40q is not %d lowercase hex digits", s.Hash, HashLen)
+	}
+	if s.A11y != nil && s.A11y.Hash != "" && !ValidHash(s.A11y.Hash) {
+		return fmt.Errorf("wire: tree hash %.40q is not %d lowercase hex digits", s.A11y.Hash, HashLen)
+	}
+	return nil
+}
+
 // ErrFrameTooLarge is returned for a frame whose declared length exceeds MaxFrame.
 var ErrFrameTooLarge = errors.New("wire: frame too large")
 

@@ -9,11 +9,15 @@
 // instance and this run; New removes what an earlier run of the same instance
 // left behind, and Close removes everything this run created.
 //
-// Snapshots are `docker commit`s (disk tier): the container's filesystem, not
-// its memory. Restore and Fork start containers from the committed image with
-// guestd relaunching the apps it had recorded. A snapshot's image is removed
-// once DeleteSnapshot was called and no container or later snapshot still
-// stands on it.
+// The container's root filesystem is read-only; the agent's home and /tmp
+// are size-bounded tmpfs mounts, its only writable state. Snapshots (disk
+// tier) copy those two trees, with the container paused, through the
+// descriptor walk of pool/internal/safecopy (never a link followed, holes
+// kept, bytes capped) into a directory of the provider's state dir; Restore
+// and Fork start containers of the base image that copy the snapshot into
+// their fresh tmpfs before guestd starts and relaunches the apps it had
+// recorded. A snapshot's directory is removed once DeleteSnapshot was called
+// and no container started from it remains.
 package docker
 
 import (
@@ -22,6 +26,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,9 +44,11 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	dockerclient "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/profiles/seccomp"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/images"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 )
 
 // Labels put on every container and snapshot image this package creates.
@@ -65,9 +72,15 @@ const (
 	DefaultPids         = 1024
 	DefaultShm          = 256 << 20
 	DefaultReadyTimeout = 60 * time.Second
-	DefaultUID          = 1000 // the image's "agent" user
+	DefaultUID          = 1000 // base of the agents' uids (see agentUID: they start at UID+100000)
 	DefaultCPUs         = 1    // CPUs one sandbox may use: one agent's busy loop cannot starve the others
+	DefaultHomeBytes    = 1 << 30
+	DefaultTmpBytes     = 512 << 20
+	DefaultLogBytes     = 1 << 20 // per log file; two files are kept
 )
+
+// seedDir is where a restored container finds its snapshot (read-only).
+const seedDir = "/opt/shinken/seed"
 
 // validInstance is what a container name allows, bounded.
 var validInstance = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
@@ -101,8 +114,22 @@ type Options struct {
 	// ReadyTimeout bounds a container's boot up to guestd's hello when the
 	// caller's ctx has no earlier deadline; 0 means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// CPUs bounds the CPU time of one container (NanoCPUs); 0 means
+	// DefaultCPUs.
+	CPUs float64
+	// HomeBytes and TmpBytes size the tmpfs mounts of the agent's home and
+	// /tmp, its only writable state (the root filesystem is read-only);
+	// 0 means DefaultHomeBytes and DefaultTmpBytes. tmpfs pages count
+	// against the container's memory limit too.
+	HomeBytes, TmpBytes int64
+	// SnapshotBytes caps what one snapshot copies (file data, holes not
+	// counted, plus 512 bytes per entry); a container holding more fails
+	// Snapshot with code too_large. 0 means 4 GiB; negative means no cap.
+	SnapshotBytes int64
 	// Client talks to the engine; nil means one from the environment
-	// (DOCKER_HOST etc.) with API version negotiation.
+	// (DOCKER_HOST etc.) with API version negotiation. The engine must run
+	// on this host: snapshots read a paused container's tmpfs through
+	// /proc.
 	Client *dockerclient.Client
 }
 
@@ -112,6 +139,7 @@ type Provider struct {
 	cli      *dockerclient.Client
 	ownCli   bool
 	opts     Options
+	seccomp  string // the engine's default seccomp profile, as JSON
 	run      string
 	stateDir string
 
@@ -162,12 +190,32 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = DefaultReadyTimeout
 	}
+	if opts.CPUs == 0 {
+		opts.CPUs = DefaultCPUs
+	}
+	if opts.CPUs < 0.01 {
+		return nil, fmt.Errorf("docker provider: cpus %v: want at least 0.01", opts.CPUs)
+	}
+	if opts.HomeBytes == 0 {
+		opts.HomeBytes = DefaultHomeBytes
+	}
+	if opts.TmpBytes == 0 {
+		opts.TmpBytes = DefaultTmpBytes
+	}
+	if opts.SnapshotBytes == 0 {
+		opts.SnapshotBytes = safecopy.DefaultMax
+	}
+	seccomp, err := defaultSeccomp()
+	if err != nil {
+		return nil, err
+	}
 	p := &Provider{
-		cli:   opts.Client,
-		opts:  opts,
-		run:   randomID(),
-		boxes: make(map[string]*box),
-		snaps: make(map[string]*snapshot),
+		cli:     opts.Client,
+		opts:    opts,
+		seccomp: seccomp,
+		run:     randomID(),
+		boxes:   make(map[string]*box),
+		snaps:   make(map[string]*snapshot),
 	}
 	if p.cli == nil {
 		cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
@@ -213,6 +261,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		}
 		p.stateDir = d
 	} else if err := resetDir(p.stateDir); err != nil {
+		return fail(fmt.Errorf("docker provider: state dir: %w", err))
+	}
+	if err := os.Mkdir(filepath.Join(p.stateDir, "snapshots"), 0o700); err != nil {
 		return fail(fmt.Errorf("docker provider: state dir: %w", err))
 	}
 	if n := len(filepath.Join(p.stateDir, p.run+"-000000", sockName)); n > 107 {
@@ -303,25 +354,37 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Resume:       false,
 		Confined:     true,
 		A11y:         images.HasPackage("at-spi2-core") && images.HasPackage("dbus"),
-		Isolation: "container rootfs of the sandbox image only (no host files); guestd is PID 1, root with 7 capabilities; " +
-			"the agent runs as a uid of its own per container, 1 CPU; on done every other process is stopped (SIGSTOP sweep) and the verifier " +
+		Isolation: "read-only container rootfs of the sandbox image only (no host files); home and /tmp are size-bounded tmpfs; " +
+			"the engine's default seccomp profile, no-new-privileges; guestd is PID 1, root with 7 capabilities; " +
+			"the agent runs as a uid of its own per container (above 100000); on done every other process is stopped (SIGSTOP sweep) and the verifier " +
 			"runs as the next uid with its own HOME; the guest socket is root's",
-		Notes: "snapshot = docker commit of the container filesystem (home, /tmp, installed files); " +
+		Notes: "snapshot = a copy of home and /tmp taken with the container paused (links never followed, holes kept, bytes capped); " +
 			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
-			"pids/memory/shm limits; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
+			"pids/memory/shm/CPU limits, capped logs; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
 			"verifiers as their own uid after the agent's processes are stopped; the guest socket is root's",
+		Confinement: &pool.Confinement{
+			ReadOnlyRoot:    true,
+			Seccomp:         "default",
+			NoNewPrivileges: true,
+			MemoryBytes:     DefaultMemory,
+			Pids:            DefaultPids,
+			CPUs:            p.opts.CPUs,
+			WritableBytes:   p.opts.HomeBytes + p.opts.TmpBytes,
+			SnapshotBytes:   max(p.opts.SnapshotBytes, 0),
+			LogBytes:        2 * DefaultLogBytes,
+		},
 	}
 }
 
 // Create starts a container of the base image and returns once its guestd
 // has answered hello.
 func (p *Provider) Create(ctx context.Context, spec pool.Spec) (*pool.Sandbox, error) {
-	return p.start(ctx, p.opts.Image, "", spec)
+	return p.start(ctx, "", spec)
 }
 
-// start creates, starts and probes one container of image ref. snap is the
-// snapshot id the image belongs to, "" for the base image.
-func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) (*pool.Sandbox, error) {
+// start creates, starts and probes one container of the image, seeded from
+// snapshot snap ("" for none).
+func (p *Provider) start(ctx context.Context, snap string, spec pool.Spec) (*pool.Sandbox, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -330,6 +393,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 	p.seq++
 	seq := p.seq
 	name := fmt.Sprintf("shinken-%s-%s-%d", p.opts.Instance, p.run, seq)
+	seed := ""
 	if snap != "" {
 		s, ok := p.snaps[snap]
 		if !ok || s.deleted {
@@ -337,6 +401,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 			return nil, fmt.Errorf("docker provider: snapshot %s: %w", snap, pool.ErrNotFound)
 		}
 		s.refs++ // held while starting; handed to the box or dropped below
+		seed = s.dir
 	}
 	p.mu.Unlock()
 	release := func() {
@@ -356,7 +421,7 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 	// The socket dir stays root's: guestd (root in the container) serves the
 	// host there, and the agent's uid can neither connect nor swap the socket.
 
-	cfg, hcfg := p.containerConfig(ref, spec, dir, snap != "", p.agentUID(seq))
+	cfg, hcfg := p.containerConfig(spec, dir, seed, p.agentUID(seq))
 	created, err := p.cli.ContainerCreate(ctx, cfg, hcfg, nil, nil, name)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -394,8 +459,11 @@ func (p *Provider) start(ctx context.Context, ref, snap string, spec pool.Spec) 
 }
 
 // containerConfig builds the container's config: guestd in session mode as
-// the unprivileged user, no network, limits, init, and the two bind mounts.
-func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relaunch bool, agentUID int) (*container.Config, *container.HostConfig) {
+// the unprivileged user, no network, a read-only root with tmpfs home and
+// /tmp, limits, seccomp, capped logs, and the bind mounts (the socket dir,
+// guestd, and the snapshot seed when restoring from one).
+func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID int) (*container.Config, *container.HostConfig) {
+	relaunch := seed != ""
 	w, h, d := spec.Width, spec.Height, spec.Depth
 	if w == 0 || h == 0 {
 		w, h = 1280, 800
@@ -428,19 +496,22 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 	uid := strconv.Itoa(agentUID)
 	scorer := strconv.Itoa(agentUID + 1)
 	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)
-	// A committed filesystem carries the X server's lock and socket of the
-	// container it came from; clear them so the new Xvfb can take :0. The
-	// agent's files become this container's agent uid's: containers share
-	// the host's uid space, and a uid of its own keeps one sandbox's process
-	// count (RLIMIT_NPROC) and files out of every other's.
-	script := `rm -f /tmp/.X0-lock /tmp/.X11-unix/X0 && chown -R ` + uid + `:` + uid + ` ` + agentHome + ` && exec "$@"`
+	// home and /tmp are fresh tmpfs: a restored container first copies its
+	// snapshot in (cp -a: links stay links, holes stay holes; a snapshot
+	// never holds X locks or sockets). The agent's files become this
+	// container's agent uid's: containers share the host's uid space, and a
+	// uid of its own keeps one sandbox's process count (RLIMIT_NPROC) and
+	// files out of every other's.
+	script := `set -e; mkdir -p -m 1777 /tmp/.X11-unix; chmod 1777 /tmp/.X11-unix; ` +
+		`if [ -d ` + seedDir + `/home ]; then cp -a ` + seedDir + `/home/. ` + agentHome + `/; cp -a ` + seedDir + `/tmp/. /tmp/; fi; ` +
+		`chown -R ` + uid + `:` + uid + ` ` + agentHome + `; exec "$@"`
 	// guestd is the container's PID 1 (it reaps, and as PID 1 its scoring
 	// freeze sees every process) and stays root with a few capabilities;
 	// the desktop runs as the agent's uid, verifiers as the next uid.
 	init := false
 	nproc := pids / 2 // per uid: the agent's fork bomb leaves room for the scorer and guestd
 	cfg := &container.Config{
-		Image:           ref,
+		Image:           p.opts.Image,
 		User:            "0:0",
 		Entrypoint:      []string{"/bin/sh", "-c", script, "sh"},
 		Cmd:             argv,
@@ -459,18 +530,37 @@ func (p *Provider) containerConfig(ref string, spec pool.Spec, dir string, relau
 		ShmSize:     DefaultShm,
 		CapDrop:     []string{"ALL"},
 		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "KILL", "SETGID", "SETUID"},
-		SecurityOpt: []string{"no-new-privileges"},
+		// The engine's default seccomp profile, passed explicitly so no
+		// daemon setting can replace it (never unconfined).
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},
+		ReadonlyRootfs: true,
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": strconv.Itoa(DefaultLogBytes), "max-file": "2"}},
 		Resources: container.Resources{
 			Memory:     mem,
 			MemorySwap: mem, // no swap beyond the limit
 			PidsLimit:  &pids,
-			NanoCPUs:   DefaultCPUs * 1e9,
-			Ulimits:    []*container.Ulimit{{Name: "nproc", Soft: nproc, Hard: nproc}},
+			NanoCPUs:   int64(p.opts.CPUs * 1e9),
+			Ulimits: []*container.Ulimit{
+				{Name: "nproc", Soft: nproc, Hard: nproc},
+				// No single file beyond the writable state's size.
+				{Name: "fsize", Soft: max(p.opts.HomeBytes, p.opts.TmpBytes), Hard: max(p.opts.HomeBytes, p.opts.TmpBytes)},
+			},
 		},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: dir, Target: sockDir},
 			{Type: mount.TypeBind, Source: p.opts.GuestdPath, Target: guestdPath, ReadOnly: true},
 		},
+		// The agent's writable state: bounded, nosuid, nodev; exec kept
+		// (an agent may run the scripts it writes, as on the process
+		// provider).
+		Tmpfs: map[string]string{
+			agentHome: fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=0755", p.opts.HomeBytes),
+			"/tmp":    fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", p.opts.TmpBytes),
+		},
+	}
+	if seed != "" {
+		hcfg.Mounts = append(hcfg.Mounts, mount.Mount{Type: mount.TypeBind, Source: seed, Target: seedDir, ReadOnly: true})
 	}
 	return cfg, hcfg
 }
@@ -625,6 +715,7 @@ func (p *Provider) Close(ctx context.Context) error {
 	p.mu.Lock()
 	clear(p.snaps)
 	p.mu.Unlock()
+	errs = append(errs, os.RemoveAll(filepath.Join(p.stateDir, "snapshots")))
 	if p.opts.StateDir == "" {
 		errs = append(errs, os.RemoveAll(p.stateDir))
 	}
@@ -674,4 +765,14 @@ func (p *Provider) KillX(ctx context.Context, id string) error {
 		return fmt.Errorf("docker provider: kill X: %w", err)
 	}
 	return nil
+}
+
+// defaultSeccomp is the engine's default seccomp profile as JSON, the form
+// `--security-opt seccomp=<profile>` carries.
+func defaultSeccomp() (string, error) {
+	b, err := json.Marshal(seccomp.DefaultProfile())
+	if err != nil {
+		return "", fmt.Errorf("docker provider: seccomp profile: %w", err)
+	}
+	return string(b), nil
 }

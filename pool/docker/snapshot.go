@@ -2,29 +2,43 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"golang.org/x/sync/errgroup"
 )
 
 // MaxForkConcurrency bounds how many containers one Fork starts at once.
 const MaxForkConcurrency = 8
 
-// snapshot is one committed image and what still stands on it.
+// snapshot is one copy of a container's writable state and what still
+// stands on it.
 type snapshot struct {
-	parent   string // snapshot the committed container was started from
-	refs     int    // containers started from it that still exist
-	children int    // snapshots committed from those containers that still exist
-	deleted  bool   // DeleteSnapshot was called: remove once refs and children are 0
+	dir     string // host directory holding home/ and tmp/
+	refs    int    // containers started from it that still exist
+	deleted bool   // DeleteSnapshot was called: remove once refs is 0
 }
 
-// Snapshot commits the container's filesystem to a new image (paused while
-// committing, so the copy is consistent) and returns the image id.
+// writable are the container's writable trees (its tmpfs mounts) a
+// snapshot carries, as paths below its root, by the name they get in the
+// snapshot directory.
+var writable = [][2]string{{"home", strings.TrimPrefix(agentHome, "/")}, {"tmp", "tmp"}}
+
+// Snapshot copies the container's home and /tmp into a directory of the
+// state dir, with the container paused so the copy is consistent and the
+// agent cannot rearrange the tree meanwhile. The copy reads the paused
+// container's tmpfs through /proc/<pid>/root and never follows a link
+// (pool/internal/safecopy): a link the agent made to a host path is copied
+// as a link. Over Options.SnapshotBytes it fails with code too_large and the
+// container keeps running.
 func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	p.mu.Lock()
 	b, ok := p.boxes[id]
@@ -39,34 +53,69 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	if err := p.Alive(ctx, id); err != nil {
 		return "", err
 	}
-	res, err := p.cli.ContainerCommit(ctx, id, container.CommitOptions{
-		Pause:   true,
-		Comment: "shinken snapshot of " + id,
-		Changes: []string{fmt.Sprintf("LABEL %s=true %s=%q %s=%q",
-			LabelManaged, LabelInstance, p.opts.Instance, LabelRun, p.run)},
-	})
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			b.markDead()
-			return "", fmt.Errorf("docker provider: commit %.12s: %w", id, pool.ErrSandboxDied)
-		}
-		return "", fmt.Errorf("docker provider: commit %.12s: %w", id, err)
+	p.mu.Lock()
+	p.seq++
+	name := fmt.Sprintf("snap-%s-%d", p.run, p.seq)
+	p.mu.Unlock()
+	dir := filepath.Join(p.stateDir, "snapshots", name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("docker provider: snapshot: %w", err)
+	}
+	if err := p.copyOut(ctx, b, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, dup := p.snaps[res.ID]; !dup {
-		p.snaps[res.ID] = &snapshot{parent: b.from}
-		if s, ok := p.snaps[b.from]; ok {
-			s.children++
+	if p.closed {
+		os.RemoveAll(dir)
+		return "", pool.ErrClosed
+	}
+	p.snaps[name] = &snapshot{dir: dir}
+	return name, nil
+}
+
+// copyOut pauses the container and copies its writable trees into dir.
+func (p *Provider) copyOut(ctx context.Context, b *box, dir string) error {
+	id := b.sb.ID
+	if err := p.cli.ContainerPause(ctx, id); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			b.markDead()
+			return fmt.Errorf("docker provider: pause %.12s: %w", id, pool.ErrSandboxDied)
+		}
+		return fmt.Errorf("docker provider: pause %.12s: %w", id, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := retry(uctx, func() error { return p.cli.ContainerUnpause(uctx, id) }); err != nil && !cerrdefs.IsNotFound(err) {
+			// A container left paused would hang its env: end it.
+			p.removeContainer(uctx, id)
+			b.markDead()
+		}
+	}()
+	info, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return fmt.Errorf("docker provider: inspect %.12s: %w", id, err)
+	}
+	if info.State == nil || info.State.Pid <= 0 {
+		b.markDead()
+		return fmt.Errorf("docker provider: container %.12s has no process: %w", id, pool.ErrSandboxDied)
+	}
+	root := fmt.Sprintf("/proc/%d/root", info.State.Pid)
+	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
+	for _, w := range writable {
+		if err := c.Tree(root, w[1], filepath.Join(dir, w[0])); err != nil {
+			return fmt.Errorf("docker provider: snapshot %.12s: %w", id, err)
 		}
 	}
-	return res.ID, nil
+	return nil
 }
 
 // Restore starts one container from a snapshot; guestd relaunches the apps
 // it had recorded.
 func (p *Provider) Restore(ctx context.Context, snap string, spec pool.Spec) (*pool.Sandbox, error) {
-	return p.start(ctx, snap, snap, spec)
+	return p.start(ctx, snap, spec)
 }
 
 // Fork starts n containers from a snapshot concurrently. On any failure the
@@ -80,7 +129,7 @@ func (p *Provider) Fork(ctx context.Context, snap string, n int, spec pool.Spec)
 	g.SetLimit(MaxForkConcurrency)
 	for i := range out {
 		g.Go(func() error {
-			sb, err := p.start(gctx, snap, snap, spec)
+			sb, err := p.start(gctx, snap, spec)
 			out[i] = sb
 			return err
 		})
@@ -96,8 +145,8 @@ func (p *Provider) Fork(ctx context.Context, snap string, n int, spec pool.Spec)
 	return out, nil
 }
 
-// DeleteSnapshot releases a snapshot. Its image is removed at once if no
-// container or later snapshot stands on it, else when the last one goes.
+// DeleteSnapshot releases a snapshot. Its directory is removed at once if
+// no container started from it remains, else when the last one goes.
 // Idempotent; unknown ids are ignored.
 func (p *Provider) DeleteSnapshot(ctx context.Context, snap string) error {
 	p.mu.Lock()
@@ -112,51 +161,33 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, snap string) error {
 	return p.collect(ctx)
 }
 
-// collect removes the images of deleted snapshots nothing stands on, walking
-// up to parents that become free in turn.
+// collect removes the directories of deleted snapshots nothing stands on.
 func (p *Provider) collect(ctx context.Context) error {
 	p.gcMu.Lock()
 	defer p.gcMu.Unlock()
-	for {
-		p.mu.Lock()
-		victim := ""
-		for id, s := range p.snaps {
-			if s.deleted && s.refs == 0 && s.children == 0 {
-				victim = id
-				break
-			}
+	var errs []error
+	p.mu.Lock()
+	var victims []string
+	for id, s := range p.snaps {
+		if s.deleted && s.refs == 0 {
+			victims = append(victims, id)
 		}
-		p.mu.Unlock()
-		if victim == "" {
-			return nil
-		}
-		if err := p.removeImage(ctx, victim); err != nil {
-			return err
-		}
-		p.mu.Lock()
-		if s, ok := p.snaps[victim]; ok {
-			delete(p.snaps, victim)
-			if parent, ok := p.snaps[s.parent]; ok {
-				parent.children--
-			}
-		}
-		p.mu.Unlock()
 	}
-}
-
-// removeImage removes one image by id; an image already gone is success.
-func (p *Provider) removeImage(ctx context.Context, id string) error {
-	return retry(ctx, func() error {
-		_, err := p.cli.ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("docker provider: remove image %.19s: %w", id, err)
+	p.mu.Unlock()
+	for _, id := range victims {
+		p.mu.Lock()
+		s := p.snaps[id]
+		delete(p.snaps, id)
+		p.mu.Unlock()
+		if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, fmt.Errorf("docker provider: remove snapshot %s: %w", id, err))
 		}
-		return nil
-	})
+	}
+	return errors.Join(errs...)
 }
 
 // Snapshots returns the ids of the snapshots the provider still holds
-// (deleted ones included while something stands on them).
+// (deleted ones included while a container started from one remains).
 func (p *Provider) Snapshots() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

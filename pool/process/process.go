@@ -34,6 +34,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -68,6 +69,11 @@ type Options struct {
 	// outside: what the agent exhausts is its own.
 	AgentMemory int64
 	AgentCPUs   int
+	// SnapshotBytes caps what one snapshot copies (file data, holes not
+	// counted, plus 512 bytes per entry); a sandbox holding more fails
+	// Snapshot (and so /v1/fork) with code too_large. 0 means
+	// 4 GiB; negative means no cap.
+	SnapshotBytes int64
 	// BootTimeout bounds one boot, from start to hello (default 30 s).
 	BootTimeout time.Duration
 	// MaxConcurrentBoots bounds the boots of one Fork (default 4).
@@ -159,6 +165,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	if opts.AgentCPUs == 0 {
 		opts.AgentCPUs = 1
+	}
+	if opts.SnapshotBytes == 0 {
+		opts.SnapshotBytes = safecopy.DefaultMax
 	}
 	if opts.BootTimeout == 0 {
 		opts.BootTimeout = 30 * time.Second
@@ -287,6 +296,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Isolation:    p.isolation(),
 		Notes:        p.notes,
 		A11y:         guest.HasA11y(), // sandboxes run this host's binaries
+		Confinement:  &pool.Confinement{SnapshotBytes: max(p.opts.SnapshotBytes, 0)},
 	}
 }
 
@@ -389,7 +399,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		gid = uid
 		b.uid = uid
 	}
-	if err := makeDirs(dir, seed, uid, gid); err != nil {
+	if err := makeDirs(ctx, dir, seed, uid, gid, p.opts.SnapshotBytes); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
 	if uid >= 0 && !p.opts.noCgroups {
@@ -679,7 +689,11 @@ func (p *Provider) PIDNamespace(id string) string {
 }
 
 // Snapshot implements pool.Snapshotter: the sandbox's home, workspace and
-// /tmp are copied (sockets and X locks skipped) into the snapshot store.
+// /tmp are copied (sockets and X locks skipped) into the snapshot store,
+// with the agent's processes frozen while the copy runs (where the host
+// offers the freezer), never following a link out of the tree, holes kept,
+// and at most Options.SnapshotBytes copied (docs/architecture.md,
+// "Snapshots copy safely").
 func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	p.mu.Lock()
 	b := p.boxes[id]
@@ -692,11 +706,21 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
 	}
+	thaw, err := b.cg.freeze(ctx)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
+	}
+	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
 	for _, d := range writableDirs {
-		if err := copyTree(ctx, filepath.Join(b.dir, d), filepath.Join(dir, d), -1, -1); err != nil {
-			_ = os.RemoveAll(dir)
-			return "", fmt.Errorf("process: snapshot %s: %w", id, err)
+		if err = c.Tree(b.dir, d, filepath.Join(dir, d)); err != nil {
+			break
 		}
+	}
+	thaw()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,8 +16,10 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -234,23 +234,18 @@ func cleanStaleX(tmp string, num int) bool {
 	return true
 }
 
-// isXLeftover reports X lock files and socket dirs, which never belong in
-// a snapshot or a fresh sandbox.
-func isXLeftover(name string) bool {
-	return name == ".X11-unix" || name == ".ICE-unix" ||
-		(strings.HasPrefix(name, ".X") && strings.HasSuffix(name, "-lock"))
-}
-
 // makeDirs creates a sandbox's directories, seeded from a snapshot dir
-// when seed is not empty, owned by uid/gid (when uid >= 0).
-func makeDirs(dir, seed string, uid, gid int) error {
+// when seed is not empty (at most max bytes copied, as a snapshot counts
+// them), owned by uid/gid (when uid >= 0).
+func makeDirs(ctx context.Context, dir, seed string, uid, gid int, max int64) error {
+	c := &safecopy.Copy{Ctx: ctx, UID: uid, GID: gid, Max: max, Skip: safecopy.XLeftover}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, d := range append([]string{"run"}, writableDirs...) {
 		p := filepath.Join(dir, d)
 		if seed != "" && d != "run" {
-			if err := copyTree(context.Background(), filepath.Join(seed, d), p, uid, gid); err != nil {
+			if err := c.Tree(seed, d, p); err != nil {
 				return err
 			}
 		} else if err := os.Mkdir(p, 0o755); err != nil {
@@ -279,78 +274,6 @@ func chown(path string, uid, gid int) error {
 		return nil
 	}
 	return os.Lchown(path, uid, gid)
-}
-
-// copyTree copies src into dst (created), regular files, dirs and symlinks
-// only, skipping sockets and X leftovers; files get uid/gid when uid >= 0.
-func copyTree(ctx context.Context, src, dst string, uid, gid int) error {
-	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != src {
-				return nil // vanished while copying a live sandbox
-			}
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		rel, _ := filepath.Rel(src, path)
-		if rel != "." && isXLeftover(e.Name()) {
-			if e.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return nil
-		}
-		switch {
-		case e.IsDir():
-			if err := os.Mkdir(to, info.Mode().Perm()|0o700); err != nil && !os.IsExist(err) {
-				return err
-			}
-			if err := os.Chmod(to, info.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
-				return err
-			}
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, to); err != nil {
-				return err
-			}
-		case e.Type().IsRegular():
-			if err := copyFile(path, to, info.Mode().Perm()); err != nil {
-				return err
-			}
-		default:
-			return nil // sockets, fifos, devices
-		}
-		return chown(to, uid, gid)
-	})
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // awaitHello polls the guest socket until guestd answers hello, the init
@@ -409,6 +332,11 @@ func hello(ctx context.Context, conn net.Conn) error {
 		b, err := wire.ReadFrame(conn, nil)
 		if err != nil {
 			return err
+		}
+		// The guest is not trusted: its frame is walked before decoding,
+		// as every host reader of guest frames does.
+		if err := client.CheckFrame(b); err != nil {
+			return fmt.Errorf("guest sent a frame refused before decoding: %w", err)
 		}
 		m, err := wire.Decode(b)
 		if err != nil {
