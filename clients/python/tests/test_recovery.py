@@ -3,8 +3,12 @@ env, a client timeout, pickling every exception, sockets closed by close(),
 leases released by the finalizer, and configuration from the environment."""
 
 import gc
+import os
 import pickle
+import secrets
+import signal
 import socket
+import time
 import warnings
 
 import pytest
@@ -78,6 +82,58 @@ def test_dead_env_is_replaced_on_reset(server, task_id):
             env.step(WAIT)
         env.reset()
         assert env.env_id != old and env.step(WAIT)[4]["step"] == 1
+    finally:
+        env.close()
+
+
+def _sandbox_init_of(marker, deadline_s=30):
+    """The host pid of the init of the pid namespace that runs a process whose
+    command line holds marker (waited for up to deadline_s)."""
+    own_ns = os.readlink("/proc/self/ns/pid")
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() not in f.read():
+                        continue
+                ns = os.readlink(f"/proc/{d}/ns/pid")
+            except OSError:
+                continue  # gone meanwhile
+            if ns == own_ns:
+                pytest.skip("sandboxes share the host's pid namespace (unconfined): no init to kill")
+            for q in os.listdir("/proc"):
+                try:
+                    if q.isdigit() and os.readlink(f"/proc/{q}/ns/pid") == ns:
+                        with open(f"/proc/{q}/status") as f:
+                            nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
+                        if nspid[-1] == "1":
+                            return int(q)
+                except (OSError, IndexError):
+                    continue
+        time.sleep(0.05)
+    raise AssertionError(f"no sandbox process with {marker!r} within {deadline_s}s")
+
+
+def test_sandbox_death_mid_episode_then_a_fresh_env(server, task_id):
+    """The sandbox under an env is killed (its pid namespace's init, SIGKILL):
+    the next step raises SandboxDied, and a reset gets a working env."""
+    env = shinken.Env(server.url, task_id, server.token)
+    try:
+        env.reset()
+        marker = f"{31_000_000 + secrets.randbelow(1_000_000)}"
+        *_, info = env.step({"verb": "launch_app", "app": "sh", "args": ["-c", f"exec sleep {marker}"]})
+        assert info.get("error") is None, info.get("error")
+        os.kill(_sandbox_init_of(f"sleep\0{marker}"), signal.SIGKILL)
+        with pytest.raises(shinken.SandboxDied):
+            env.step(WAIT)
+        with pytest.raises(shinken.ShinkenError, match="reset needed"):
+            env.step(WAIT)
+        obs, info = env.reset()
+        assert info["step"] == 0 and obs is not None
+        assert env.step(WAIT)[4]["step"] == 1
     finally:
         env.close()
 
