@@ -177,12 +177,13 @@ def test_thousands_of_steps_from_many_threads_on_one_client(scale, idle_envs):
 
 
 def test_thousands_of_steps_from_many_asyncio_tasks_on_one_client(scale, idle_envs):
-    """STEPS steps from 64 asyncio tasks on one AsyncClient, raw frames, a
-    cache smaller than one reply of 16 frames: zero errors, bounded heap."""
+    """STEPS steps from 64 asyncio tasks on one AsyncClient, raw 320x200
+    frames (192000 bytes) through a cache smaller than one frame: every
+    result keeps its frame, zero errors, bounded heap."""
     tasks, per = 64, STEPS // 64
 
     async def main():
-        async with shinken.AsyncClient(scale.srv.url, scale.srv.token, cache_bytes=1 << 20) as c:
+        async with shinken.AsyncClient(scale.srv.url, scale.srv.token, cache_bytes=150_000) as c:
             obs = dict(OBS, format="raw")
 
             async def task(k, n):
@@ -199,7 +200,9 @@ def test_thousands_of_steps_from_many_asyncio_tasks_on_one_client(scale, idle_en
                 got = await asyncio.wait_for(asyncio.gather(*(task(k, per) for k in range(tasks))), DEADLINE_S)
                 grew = heap.growth()
             assert sum(got) == tasks * per
-            assert c.cache.nbytes <= c.cache.max_bytes and c.transport.open_connections <= tasks
+            # The cache keeps its budget, or the one newest frame when that alone is over it.
+            assert c.cache.nbytes <= c.cache.max_bytes or len(c.cache) == 1
+            assert c.transport.open_connections <= tasks
             assert grew < (8 << 20), f"heap grew {grew} bytes over {tasks * per} requests"
 
     asyncio.run(main())
