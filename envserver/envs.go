@@ -35,6 +35,9 @@ type env struct {
 	// web UI); set with ep.
 	shown  atomic.Pointer[episode]
 	a11yEp string // the episode whose element ids the guest holds
+	// replay is the reply to the last step that carried a request_id, kept
+	// until the env's next step or episode (replay.go).
+	replay *stepReplay
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -112,8 +115,9 @@ func (s *Server) newBatch(o *api.Observe, have []string) (*batch, error) {
 // slot is one env's outcome within a batch: its result and, unless the
 // client already has it, the encoded frame its observation shows.
 type slot struct {
-	res  api.Result
-	data []byte
+	res      api.Result
+	data     []byte
+	replayed bool // the stored reply to a resent step (replay.go): nothing ran
 }
 
 // reply assembles a batch reply: every frame once, none the client has.
@@ -228,6 +232,7 @@ func (s *Server) startEpisode(e *env, task *configs.Task, seed *int64, forkOf st
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
 	}, maxSteps: task.MaxSteps}
 	e.ep = ep
+	e.replay = nil
 	e.shown.Store(ep)
 	s.mu.Lock()
 	s.episodes[ep.traj.EpisodeID] = ep

@@ -22,6 +22,7 @@ func DefaultLimits(maxBatch, maxBodyBytes int) api.Limits {
 		MaxArgBytes:       4096,
 		MaxArgs:           64,
 		MaxTokens:         1 << 18,
+		MaxRequestIDBytes: 128,
 		MaxDecodeFactor:   48,
 	}
 }

@@ -29,7 +29,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.resets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_resets_total", Help: "Env resets by outcome (ok or error code)."}, []string{"outcome"})
-	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok or error code)."}, []string{"outcome"})
+	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok, an error code, or replayed: a resent step answered from storage)."}, []string{"outcome"})
 	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
 	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}})

@@ -36,6 +36,9 @@ func (s *Server) step(ctx context.Context, req *api.StepRequest) (*api.BatchRepl
 		slots[i] = s.stepOne(ctx, b, &req.Steps[i])
 		s.m.stepSecs.Observe(time.Since(t0).Seconds())
 		oc := outcomeOf(slots[i].res.Error)
+		if slots[i].replayed {
+			oc = "replayed"
+		}
 		if oc == "ok" && slots[i].res.Info != nil && slots[i].res.Info.Error != nil {
 			oc = string(slots[i].res.Info.Error.Code)
 		}
@@ -127,11 +130,34 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	if err != nil {
 		return fail(err)
 	}
+	if err := s.checkRequestID(st.RequestID); err != nil {
+		return fail(err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch {
-	case e.closed:
+	if e.closed {
 		return fail(aci.Errorf(aci.CodeNotFound, "env %q was closed", e.id))
+	}
+	// A resent step (same request_id as the env's last) waited on e.mu for
+	// the first to finish; it gets that reply, nothing runs twice.
+	if sl, ok := s.replayed(e, b, st.RequestID); ok {
+		return sl
+	}
+	ep, before := e.ep, -1
+	if ep != nil {
+		before = ep.step
+	}
+	sl := s.stepLocked(ctx, b, st, e, fail)
+	if ep != nil && ep.step != before {
+		// The step reached the trajectory: its reply is the env's last.
+		s.remember(e, b, st.RequestID, sl)
+	}
+	return sl
+}
+
+// stepLocked runs one step on e (e.mu held).
+func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *env, fail func(error) slot) slot {
+	switch {
 	case e.ep == nil:
 		return fail(aci.Errorf(aci.CodeBadRequest, "env %q has no episode: reset it first", e.id))
 	case e.ep.over:

@@ -10,6 +10,7 @@
 //	1 (2026-12, later): observe.settle replaces settle_ms; info.settle and
 //	             info.results; step and reset coords; reset max_steps;
 //	             list_windows verb.
+//	1 (2026-12, later): step request_id (a resent step replays its reply).
 package api
 
 import (
@@ -62,6 +63,11 @@ type StepEnv struct {
 	// {w, h} (aci.ParseCoords); absent, the env's or the dialect's default.
 	Coords any     `msgpack:"coords,omitempty" json:"coords,omitempty"`
 	Tokens *Tokens `msgpack:"tokens,omitempty" json:"tokens,omitempty"`
+	// RequestID names this step (client-chosen, unique per step, at most
+	// 128 bytes): a step resent with the id of the env's last step gets that
+	// step's stored reply and does not run again (docs/api.md, "Retrying a
+	// step").
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 // StepRequest is POST /v1/step.
@@ -210,6 +216,7 @@ type Limits struct {
 	MaxArgBytes       int `msgpack:"max_arg_bytes" json:"max_arg_bytes"`               // any other string (ids, app, args)
 	MaxArgs           int `msgpack:"max_args" json:"max_args"`                         // args or modifiers of one action
 	MaxTokens         int `msgpack:"max_tokens" json:"max_tokens"`                     // entries of one token id or logprob list
+	MaxRequestIDBytes int `msgpack:"max_request_id_bytes" json:"max_request_id_bytes"` // a step's request_id (absent: no step replay)
 	// MaxDecodeFactor bounds what decoding may allocate: at most this many
 	// times the body's size (plus a small constant).
 	MaxDecodeFactor int `msgpack:"max_decode_factor" json:"max_decode_factor"`

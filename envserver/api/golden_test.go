@@ -105,7 +105,7 @@ func goldenValues() map[string]any {
 					ResponseIDs:      []int{4, 5},
 					ResponseLogprobs: []float64{-0.5, -1.25},
 					FinishReason:     "stop",
-				}},
+				}, RequestID: "3f2a9c0d1b7e4a55"},
 			},
 			Observe: &Observe{Format: aci.FormatRaw, Scope: aci.ScopeActiveWindow, Settle: &aci.Settle{FirstMS: 100, QuietMS: 50, MaxMS: 1500}},
 			Have:    []string{hashA, hashB},
@@ -162,7 +162,7 @@ func goldenValues() map[string]any {
 			},
 			Tasks:  []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
 			Pool:   PoolSpec{Provider: "process", Size: 2, Warm: 2, SnapshotKind: "disk", Fork: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
-			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxDecodeFactor: 48},
+			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxRequestIDBytes: 128, MaxDecodeFactor: 48},
 		},
 		"trajectory": trajectory.Trajectory{
 			EpisodeID: "ep-1", EnvID: "env-1", Task: "xterm-hello-file", Seed: ptr(int64(7)),

@@ -14,8 +14,9 @@ Retries happen only where they cannot run anything twice:
 * an idempotent request (GET, close) whose reused keep-alive connection turned
   out dead: sent once more on a fresh connection.
 
-A reset or step that may have reached the server is never retried; its failure
-surfaces as TransportError(sent=True). An idle connection the server already
+A reset or step that may have reached the server is never retried here; its
+failure surfaces as TransportError(sent=True). (AsyncClient.step resends a step
+that carries a request_id, which the server answers without running it twice.) An idle connection the server already
 closed is never reused, and connections idle longer than ``max_idle_s`` are
 dropped rather than risk racing the server's own idle close.
 
@@ -54,6 +55,7 @@ class Stats:
         self.bytes_received = 0
         self.last_reply_bytes = 0
         self.retries = 0
+        self.step_retries = 0  # steps resent with their request_id (AsyncClient.step)
         self.connections_opened = 0
         # Each request's round trip (request written → whole reply read), the
         # most recent last: what the wire and the server took, for telling the
@@ -62,7 +64,7 @@ class Stats:
 
     def __repr__(self) -> str:
         return (f"Stats(requests={self.requests}, sent={self.bytes_sent}, "
-                f"received={self.bytes_received}, retries={self.retries}, "
+                f"received={self.bytes_received}, retries={self.retries}, step_retries={self.step_retries}, "
                 f"connections={self.connections_opened})")
 
 

@@ -229,9 +229,12 @@ class AsyncEnv:
 
     async def step_slot(self, action: Any, *, dialect: Optional[str] = None, tokens: Any = None,
                         coords: Any = None, timeout: Optional[float] = None) -> Slot:
-        """Runs one turn (see Env.step for the action forms). A step is never
-        resent; when no reply comes within the deadline the step's fate is
-        read from the episode's trajectory and raised as StepTimeout."""
+        """Runs one turn (see Env.step for the action forms). A step whose
+        reply does not come is resent with its request_id for up to the
+        client's ``step_retry_s``; the server runs it once and answers the
+        resend with its stored reply. Only when no reply comes in that time
+        (or the server does not replay steps) is the step's fate read from the
+        episode's trajectory and raised as StepTimeout."""
         env_id = self.env_id
         if env_id is None:
             raise ShinkenError("step before reset")

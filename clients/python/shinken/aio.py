@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import wire
 from ._http import AsyncTransport
-from .errors import ProtocolError, ShinkenError, error_from_wire
+from .errors import ProtocolError, ShinkenError, TransportError, error_from_wire
 from .frames import Frame, FrameCache
 
 DEFAULT_URL_ENV = "SHINKEN_URL"
 DEFAULT_TOKEN_ENV = "SHINKEN_TOKEN"
+# How long a step whose reply never came is resent (with its request_id).
+STEP_RETRY_S = 120.0
 
 
 def resolve_url_token(url: Optional[str], token: Optional[str]) -> Tuple[str, Optional[str]]:
@@ -67,12 +70,16 @@ class AsyncClient:
     verifier, so it is generous); a connection that cannot be opened fails at
     once unless ``connect_retry_s`` allows retrying refusals. ``max_conns``
     bounds the connections open at once (= requests in flight).
+    ``step_retry_s`` is how long a step whose reply did not come (the deadline
+    passed, the connection dropped) is resent with its request_id, which the
+    server answers with the reply of the step that already ran (0: never).
     """
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
                  timeout: float = 300.0, connect_timeout: float = 5.0, connect_retry_s: float = 0.0,
-                 cache_bytes: int = 256 << 20, max_conns: int = 256):
+                 cache_bytes: int = 256 << 20, max_conns: int = 256, step_retry_s: float = STEP_RETRY_S):
         url, token = resolve_url_token(url, token)
+        self.step_retry_s = step_retry_s
         self.transport = AsyncTransport(url, token, timeout=timeout, connect_timeout=connect_timeout,
                                         connect_retry_s=connect_retry_s, max_conns=max_conns)
         self.cache = FrameCache(cache_bytes)
@@ -147,11 +154,29 @@ class AsyncClient:
                                  lambda part: [e.get("env_id") for e in part])
 
     async def step(self, steps: Sequence[Dict[str, Any]], observe: Any = None, *,
-                   timeout: Optional[float] = None) -> List[Slot]:
-        """POST /v1/step with wire.step_env maps (split over max_batch). Never retried once sent."""
-        return await self._split("/v1/step", list(steps), observe, timeout,
+                   timeout: Optional[float] = None, retry_s: Optional[float] = None) -> List[Slot]:
+        """POST /v1/step with wire.step_env maps (split over max_batch).
+
+        Where the server replays steps (spec limits.max_request_id_bytes),
+        each step without a ``request_id`` gets a fresh one, and a request
+        whose reply did not come (deadline passed, connection dropped) is
+        resent with the same ids for up to ``retry_s`` (default the client's
+        ``step_retry_s``): the server runs each step once and answers a resend
+        with the stored reply (docs/api.md, "Retrying a step"). Against a
+        server without replay a sent step is never resent."""
+        steps = list(steps)
+        budget = self.step_retry_s if retry_s is None else retry_s
+        if await self.replays_steps():
+            steps = [s if s.get("request_id") else {**s, "request_id": wire.new_request_id()} for s in steps]
+        else:
+            budget = 0.0
+        return await self._split("/v1/step", steps, observe, timeout,
                                  lambda part, o, have: wire.step_request(part, o, have),
-                                 lambda part: [s["env_id"] for s in part])
+                                 lambda part: [s["env_id"] for s in part], retry_s=budget)
+
+    async def replays_steps(self) -> bool:
+        """Whether the server answers a resent step's request_id with its stored reply."""
+        return int(((await self.spec()).get("limits") or {}).get("max_request_id_bytes") or 0) > 0
 
     async def fork(self, env_id: str, n: int, observe: Any = None, *,
                    timeout: Optional[float] = None) -> List[Slot]:
@@ -171,7 +196,7 @@ class AsyncClient:
     async def max_batch(self) -> int:
         return int(((await self.spec()).get("limits") or {}).get("max_batch") or 64)
 
-    async def _split(self, path, items, observe, timeout, build, ids_of) -> List[Slot]:
+    async def _split(self, path, items, observe, timeout, build, ids_of, retry_s: float = 0.0) -> List[Slot]:
         if not items:
             return []  # nothing to ask (the server answers an empty batch with bad_request)
         o = wire.observe_map(observe)
@@ -180,9 +205,32 @@ class AsyncClient:
         parts = [items[i:i + mb] for i in range(0, len(items), mb)]
 
         async def one(part):
-            prefer = [self._last.get(e or "", "") for e in ids_of(part)]
-            listed = self.cache.have(fmt, q, prefer, extra=len(part))
-            return await self._call(path, build(part, o, [f.hash for f in listed]), listed, fmt, q, timeout)
+            deadline: Optional[float] = None
+            delay = 0.05
+            while True:
+                prefer = [self._last.get(e or "", "") for e in ids_of(part)]
+                listed = self.cache.have(fmt, q, prefer, extra=len(part))
+                limit = timeout
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    limit = left if limit is None else min(limit, left)
+                try:
+                    return await self._call(path, build(part, o, [f.hash for f in listed]), listed, fmt, q, limit)
+                except TransportError as e:
+                    # Only a request that may have reached the server and
+                    # carries request ids is resent (a refused connection
+                    # means the server is gone, and its envs with it).
+                    if not e.sent or retry_s <= 0:
+                        raise
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + retry_s
+                    if now + (0 if e.timed_out else delay) >= deadline:
+                        raise
+                    self.transport.stats.step_retries += 1
+                    if not e.timed_out:  # the connection dropped: give the server a moment
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 1.0)
 
         if len(parts) == 1:
             return await one(parts[0])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import _loop
-from .aio import AsyncClient, Slot, parse_batch
+from .aio import STEP_RETRY_S, AsyncClient, Slot, parse_batch
 from .frames import FrameCache
 from .transport import Transport
 
@@ -25,9 +25,10 @@ class Client:
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, timeout: float = 300.0,
                  connect_timeout: float = 5.0, connect_retry_s: float = 0.0, cache_bytes: int = 256 << 20,
-                 max_conns: int = 256):
+                 max_conns: int = 256, step_retry_s: float = STEP_RETRY_S):
         self.aio = AsyncClient(url, token, timeout=timeout, connect_timeout=connect_timeout,
-                               connect_retry_s=connect_retry_s, cache_bytes=cache_bytes, max_conns=max_conns)
+                               connect_retry_s=connect_retry_s, cache_bytes=cache_bytes, max_conns=max_conns,
+                               step_retry_s=step_retry_s)
         self.transport = Transport.wrap(self.aio.transport)
 
     @classmethod
@@ -87,9 +88,10 @@ class Client:
         return _loop.run(self.aio.reset(envs, observe, timeout=timeout))
 
     def step(self, steps: Sequence[Dict[str, Any]], observe: Any = None, *,
-             timeout: Optional[float] = None) -> List[Slot]:
-        """POST /v1/step with wire.step_env maps. Never retried once sent."""
-        return _loop.run(self.aio.step(steps, observe, timeout=timeout))
+             timeout: Optional[float] = None, retry_s: Optional[float] = None) -> List[Slot]:
+        """POST /v1/step with wire.step_env maps; a step whose reply did not
+        come is resent with its request_id (see AsyncClient.step)."""
+        return _loop.run(self.aio.step(steps, observe, timeout=timeout, retry_s=retry_s))
 
     def fork(self, env_id: str, n: int, observe: Any = None, *, timeout: Optional[float] = None) -> List[Slot]:
         """POST /v1/fork: n new envs carrying env_id's state."""

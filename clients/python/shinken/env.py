@@ -184,8 +184,11 @@ class Env(_EnvBase):
         off-screen target) runs nothing but still counts as a step: it comes
         back as the typed exception in ``info["error"]``, not raised.
         ``tokens`` = {prompt_ids, response_ids, response_logprobs?,
-        finish_reason?} is recorded into the trajectory. A step is never
-        resent: with no reply in time it raises StepTimeout, which says
+        finish_reason?} is recorded into the trajectory. A step whose reply
+        does not come within the client's timeout is resent with the same
+        request_id, which the server answers with the reply of the step that
+        already ran (it never runs twice); only when no reply comes within the
+        client's ``step_retry_s`` does it raise StepTimeout, which says
         whether the step ran.
         """
         s = _loop.run(self._a.step_slot(action, dialect=dialect, tokens=tokens, coords=coords))

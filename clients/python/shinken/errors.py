@@ -169,7 +169,8 @@ class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
     ``sent`` tells whether the request may have reached the server: when it is
-    True the client never retries, since a step may already have run.
+    True the client resends only a step carrying a request_id (which the
+    server never runs twice), since a step may already have run.
     ``timed_out`` says the client's own deadline passed.
     """
 
@@ -180,7 +181,7 @@ class TransportError(ShinkenError):
 
 
 class StepTimeout(TransportError):
-    """A step got no reply within the client's deadline.
+    """A step got no reply within the client's deadline, resends included.
 
     The step may still have run on the server. The client finds out what
     happened from the episode's trajectory before raising: ``ran`` is True

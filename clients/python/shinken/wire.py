@@ -10,6 +10,7 @@ is ``bad_request`` — so builders reject unknown keys before anything is sent.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import msgpack
@@ -241,10 +242,13 @@ def reset_request(envs: Sequence[Dict[str, Any]], observe: Any = None,
 
 
 def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
-             dialect: Optional[str] = None, toks: Any = None, coords_: Any = None) -> Dict[str, Any]:
+             dialect: Optional[str] = None, toks: Any = None, coords_: Any = None,
+             request_id: Optional[str] = None) -> Dict[str, Any]:
     """One api.StepEnv. act is a typed action dict or a list of them; text is
     raw model output that the server parses with dialect; coords_ the
-    coordinate space of every point in them."""
+    coordinate space of every point in them; request_id names the step so a
+    resend replays its reply instead of running it again (AsyncClient.step
+    fills it in)."""
     s: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
     if text is not None:
         if act is not None:
@@ -265,7 +269,14 @@ def step_env(env_id: str, act: Any = None, *, text: Optional[str] = None,
     t = tokens(toks)
     if t is not None:
         s["tokens"] = t
+    if request_id:
+        s["request_id"] = _str("request_id", request_id)
     return s
+
+
+def new_request_id() -> str:
+    """A fresh step request_id: 96 random bits, hex."""
+    return os.urandom(12).hex()
 
 
 TURN_KEYS = frozenset(("action", "actions", "text", "dialect", "tokens", "coords"))

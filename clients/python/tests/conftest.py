@@ -23,6 +23,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
+# $SHINKEN_GYMNASIUM_PATH: directories (os.pathsep-separated) holding an
+# unpacked Gymnasium source tree and its small dependencies, for hosts without
+# an installed gymnasium; the gymnasium tests skip when neither is there.
+for _p in reversed([p for p in os.environ.get("SHINKEN_GYMNASIUM_PATH", "").split(os.pathsep) if p]):
+    sys.path.insert(0, _p)
 
 START_TIMEOUT_S = 240  # a cold start boots the warm pool (Xvfb + WM + apps per sandbox)
 STOP_TIMEOUT_S = 60

@@ -95,7 +95,7 @@ def test_step_request_built_identically():
         ]),
         wire.step_env("env-3", text="pyautogui.click(10, 20)", dialect="pyautogui", coords_={"w": 1000, "h": 625}, toks={
             "prompt_ids": np.array([1, 2, 3, 70000]), "response_ids": [4, 5],
-            "response_logprobs": [-0.5, -1.25], "finish_reason": "stop"}),
+            "response_logprobs": [-0.5, -1.25], "finish_reason": "stop"}, request_id="3f2a9c0d1b7e4a55"),
     ]
     req = wire.step_request(steps, observe={"format": "raw", "scope": "active_window",
                                      "settle": {"first_ms": 100, "quiet_ms": 50, "max_ms": 1500}},

@@ -29,6 +29,7 @@ def test_check_env_passes(server, task_id):
     try:
         assert isinstance(env.unwrapped, shinken.Env) and isinstance(env.unwrapped, gym.Env)
         assert env.observation_space == gym.spaces.Box(0, 255, (200, 320, 3), np.uint8)
+        check_env(env)  # as gymnasium.make built it, through its wrappers
         check_env(env.unwrapped)
     finally:
         env.close()
@@ -50,7 +51,8 @@ def test_turn_dict_carries_text_dialect_tokens_through_wrappers(server, task_id)
     env = gym.make("shinken/Desktop-v0", **kw(server, task_id))
     try:
         env.reset()
-        act = {"text": "pyautogui.click(200, 200)", "dialect": "pyautogui",
+        # Pixel-dialect text is read in the downscaled frame's pixels (320x200).
+        act = {"text": "pyautogui.click(160, 100)", "dialect": "pyautogui",
                "tokens": {"prompt_ids": [1, 2], "response_ids": [3]}}
         assert act in env.action_space
         _, _, _, _, info = env.step(act)

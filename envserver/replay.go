@@ -1,0 +1,61 @@
+package envserver
+
+import (
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/api"
+)
+
+// stepReplay is the last reply an env gave to a step that carried a
+// request_id: a step resent with that id (its client timed out and retried)
+// gets this reply again instead of running twice. One per env, so the memory
+// it holds is bounded by one result and one encoded frame per env
+// (docs/api.md, "Retrying a step").
+type stepReplay struct {
+	id    string
+	res   api.Result
+	key   frameKey // the encoding of res.Obs's frame
+	frame []byte   // its bytes; nil when neither the reply nor the cache held them
+}
+
+// checkRequestID bounds a step's request_id by limits.max_request_id_bytes.
+func (s *Server) checkRequestID(id string) error {
+	if n := s.lim.MaxRequestIDBytes; len(id) > n {
+		return aci.Errorf(aci.CodeBadRequest, "request_id of %d bytes: at most %d", len(id), n)
+	}
+	return nil
+}
+
+// replayed returns e's stored reply to the step with request id id, if that
+// is the step e last ran (e.mu held).
+func (s *Server) replayed(e *env, b *batch, id string) (slot, bool) {
+	r := e.replay
+	if id == "" || r == nil || r.id != id {
+		return slot{}, false
+	}
+	sl := slot{res: r.res, replayed: true}
+	if r.res.Obs != nil && !b.have[r.res.Obs.Frame] {
+		sl.data = r.frame
+		if sl.data == nil {
+			sl.data, _ = s.cache.get(r.key)
+		}
+	}
+	return sl, true
+}
+
+// remember stores sl as e's reply to the step with request id id (e.mu
+// held); a step without an id clears what an earlier one stored, since that
+// reply is no longer the env's last.
+func (s *Server) remember(e *env, b *batch, id string, sl slot) {
+	if id == "" {
+		e.replay = nil
+		return
+	}
+	r := &stepReplay{id: id, res: sl.res, frame: sl.data}
+	if o := sl.res.Obs; o != nil {
+		r.key = frameKey{hash: o.Frame, format: b.obs.Format, quality: b.obs.Quality}
+		if r.frame == nil {
+			r.frame, _ = s.cache.get(r.key) // the client had it: keep it for a retry that may not
+		}
+	}
+	e.replay = r
+}
