@@ -37,10 +37,16 @@ type Options struct {
 	Logf  func(format string, args ...any) // progress; default discards
 	// ServerLogf receives the servers' own logs; default discards.
 	ServerLogf func(format string, args ...any)
+	// Envserver is the envserver binary the stepcost scenario runs; ""
+	// means next to the executable, else PATH. BaselineEnvserver, when
+	// set, is measured too in the same run (e.g. a build of an older
+	// revision, with its own guestd beside it).
+	Envserver         string
+	BaselineEnvserver string
 }
 
 // Scenarios lists every scenario name in the order Run executes them.
-var Scenarios = []string{"lifecycle", "latency", "dedup", "throughput"}
+var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput"}
 
 const defaultTask = "xterm-hello-file"
 
@@ -56,15 +62,16 @@ type sizes struct {
 	forkReps      int           // forks per size
 	dedupReplicas int           // forked replicas stepped in lockstep
 	dedupSteps    int           // steps per dedup configuration
+	costSteps     int           // measured steps per format of the stepcost scenario
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4}
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 30}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
-		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12}
+		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150}
 }
 
 // Report is everything a run measured. Sections of scenarios that were not
@@ -80,6 +87,7 @@ type Report struct {
 	Throughput *Throughput `json:"throughput,omitempty"`
 	Lifecycle  *Lifecycle  `json:"lifecycle,omitempty"`
 	Dedup      *Dedup      `json:"dedup,omitempty"`
+	StepCost   *StepCost   `json:"stepcost,omitempty"`
 	Errors     []string    `json:"errors,omitempty"`
 }
 
@@ -171,6 +179,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.Dedup, err = b.dedup(ctx)
 		case "throughput":
 			r.Throughput, err = b.throughput(ctx)
+		case "stepcost":
+			r.StepCost, err = b.stepCost(ctx)
 		}
 		if err != nil {
 			opts.Logf("bench: %s failed: %v", name, err)
@@ -180,7 +190,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil {
+	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil {
 		return r, fmt.Errorf("bench: every scenario failed: %s", strings.Join(r.Errors, "; "))
 	}
 	return r, ctx.Err()

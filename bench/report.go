@@ -240,6 +240,16 @@ func Table(r *Report) string {
 		tw.Flush()
 		sb.WriteString("\n")
 	}
+	if c := r.StepCost; c != nil {
+		fmt.Fprintf(&sb, "Step cost, one env typing into xterm, %d changed steps per format (server-tree CPU ms per step):\n", c.Steps)
+		fmt.Fprintln(tw, "server\tformat\tCPU ms/step\tstep p50 ms\tframe bytes\tby process\tphases (wall ms)\t")
+		for _, run := range c.Runs {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n", run.Server, run.Format, run.CPUPerStepMS, run.StepP50, humanBytes(run.FrameBytes),
+				fmtMS(run.ByProcess), fmtMS(run.Phases))
+		}
+		tw.Flush()
+		sb.WriteString("\n")
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&sb, "FAILED %s\n", e)
 	}
@@ -343,6 +353,16 @@ func Markdown(r *Report, charts []ChartFile) string {
 			}
 		}
 		sb.WriteString("Shared cache off = the server's frame cache bound set to 1 byte, so nothing is cached.\n\n")
+	}
+	if c := r.StepCost; c != nil {
+		sb.WriteString("## Cost of a changed step\n\n")
+		fmt.Fprintf(&sb, "How: %s.\n\n", c.Method)
+		sb.WriteString("| server | format | CPU ms / step | step p50 ms | frame bytes | CPU ms / step by process | phases, wall ms / step |\n|---|---|---:|---:|---:|---|---|\n")
+		for _, run := range c.Runs {
+			fmt.Fprintf(&sb, "| %s | %s | %.1f | %.1f | %s | %s | %s |\n", run.Server, run.Format, run.CPUPerStepMS, run.StepP50, humanBytes(run.FrameBytes),
+				fmtMS(run.ByProcess), fmtMS(run.Phases))
+		}
+		sb.WriteString("\n*phases*: act (input, with its settle), observe (settle, capture, encode in guestd, and the server's handling of the frame), settle/capture/encode where the guest reports them, http = the client's wall time outside those (request and reply encoding and transfer).\n\n")
 	}
 	if len(charts) > 0 {
 		sb.WriteString("## Charts\n\n")

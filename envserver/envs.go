@@ -326,7 +326,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		data = shot.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
 		s.cache.put(key, data)
-		s.recordFrame(key, data)
+		s.recordFrame(ctx, key, data)
 	case b.have[shot.Hash]:
 		s.m.frames.WithLabelValues("not_modified").Inc()
 	default:
@@ -347,7 +347,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		s.m.frames.WithLabelValues("encoded").Inc()
 		key.hash = fresh.Hash
 		s.cache.put(key, data)
-		s.recordFrame(key, data)
+		s.recordFrame(ctx, key, data)
 	}
 	e.lastFrame = shot.Hash
 	d := shot.Display
@@ -359,7 +359,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		Frame: shot.Hash, W: shot.W, H: shot.H, Format: b.obs.Format,
 		Pointer: shot.Pointer, Display: shot.Display,
 	}
-	s.a11yInto(obs, shot.A11y)
+	s.a11yInto(ctx, obs, shot.A11y)
 	return obs, data, settle, nil
 }
 
@@ -382,13 +382,13 @@ func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	return args
 }
 
-func (s *Server) recordFrame(k frameKey, data []byte) {
-	if s.cfg.Store == nil || !s.cfg.RecordFrames || data == nil {
+// recordFrame hands a new frame to the recorder (record_frames): queued,
+// written off the step's path.
+func (s *Server) recordFrame(ctx context.Context, k frameKey, data []byte) {
+	if s.rec == nil || data == nil {
 		return
 	}
-	if err := s.cfg.Store.PutFrame(k.hash, k.format, data); err != nil {
-		s.cfg.Logf("envserver: storing frame %s: %v", k.hash, err)
-	}
+	s.rec.put(ctx, recordJob{hash: k.hash, format: k.format, data: data})
 }
 
 func (s *Server) spec() *api.Spec {

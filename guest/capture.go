@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"image/png"
 	"math"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/rgbpng"
 	"github.com/zeebo/xxh3"
 )
 
@@ -342,23 +342,22 @@ func (d *display) putBuf(b []byte) {
 }
 
 func encode(f *frame, format string, quality int) ([]byte, error) {
-	if format == aci.FormatRaw {
+	switch format {
+	case aci.FormatRaw:
 		return f.rgb, nil
+	case aci.FormatPNG:
+		// Straight from RGB24, no RGBA copy (docs/architecture.md, "Frames").
+		return rgbpng.Encode(nil, f.rgb, f.w, f.h)
 	}
 	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
 	for i, j := 0, 0; i+3 <= len(f.rgb); i, j = i+3, j+4 {
 		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = f.rgb[i], f.rgb[i+1], f.rgb[i+2], 0xff
 	}
-	var buf bytes.Buffer
-	if format == aci.FormatJPEG {
-		if quality == 0 {
-			quality = defaultJPEGQuality
-		}
-		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
-		return buf.Bytes(), err
+	if quality == 0 {
+		quality = defaultJPEGQuality
 	}
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	err := enc.Encode(&buf, img)
+	var buf bytes.Buffer
+	err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
 	return buf.Bytes(), err
 }
 
