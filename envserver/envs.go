@@ -23,14 +23,15 @@ type env struct {
 	id       string
 	lastUsed atomic.Int64 // unix nanos
 
-	mu        sync.Mutex
-	closed    bool
-	lease     *pool.Lease // nil after the sandbox died or was released
-	task      *configs.Task
-	ep        *episode
-	lastFrame string
-	display   *aci.Display // descriptor of the frame last delivered: frame coordinates map through it
-	coords    *aci.Coords  // the env's default coordinate space (reset coords); nil: none set
+	mu          sync.Mutex
+	closed      bool
+	lease       *pool.Lease // nil after the sandbox died or was released
+	task        *configs.Task
+	ep          *episode
+	lastFrame   string
+	lastTimings map[string]int64 // the guest's split of the last capture (wire.Shot.Timings)
+	display     *aci.Display     // descriptor of the frame last delivered: frame coordinates map through it
+	coords      *aci.Coords      // the env's default coordinate space (reset coords); nil: none set
 	// shown is ep for readers that must not wait on a call in flight (the
 	// web UI); set with ep.
 	shown  atomic.Pointer[episode]
@@ -350,6 +351,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		s.recordFrame(ctx, key, data)
 	}
 	e.lastFrame = shot.Hash
+	e.lastTimings = shot.Timings
 	d := shot.Display
 	e.display = &d
 	if b.have[shot.Hash] {

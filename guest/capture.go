@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
@@ -100,6 +101,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		format = aci.FormatPNG
 	}
 	var info *aci.SettleInfo
+	t0 := time.Now()
 	if o.Settle != nil && o.Settle.MaxMS > 0 {
 		afterInput := m != nil || o.AfterInput
 		if m == nil {
@@ -114,16 +116,19 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 			return nil, err
 		}
 	}
+	t1 := time.Now()
 	f, err := s.grab(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	t2 := time.Now()
 	defer func() {
 		if f.rgb != nil && format != aci.FormatRaw {
 			s.x.putBuf(f.rgb)
 		}
 	}()
-	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info}
+	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info,
+		Timings: map[string]int64{"settle_us": t1.Sub(t0).Microseconds(), "capture_us": t2.Sub(t1).Microseconds()}}
 	if shot.A11y, err = s.observeTree(ctx, o); err != nil {
 		return nil, err
 	}
@@ -131,10 +136,12 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		shot.NotModified = true
 		return shot, nil
 	}
+	t3 := time.Now()
 	data, err := encode(f, format, o.Quality)
 	if err != nil {
 		return nil, aci.Errorf(aci.CodeInternal, "encode %s: %v", format, err)
 	}
+	shot.Timings["encode_us"] = time.Since(t3).Microseconds()
 	shot.Data = data
 	return shot, nil
 }
