@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api/client"
 	"github.com/shinken-rl/shinken/envserver/stack"
 )
 
@@ -220,7 +221,7 @@ type runner struct {
 // server is one envserver stack started by bench, with a client for it.
 type server struct {
 	st     *stack.Stack
-	c      *Client
+	c      *client.Client
 	state  string
 	booted time.Duration // from Open to the pool reporting its warm sandboxes
 }
@@ -260,7 +261,7 @@ func (b *runner) startServer(ctx context.Context, n int, edit func(*configs.Serv
 	if err := st.Serve(cfg.Listen, cfg.Token); err != nil {
 		return nil, err
 	}
-	s.c = NewClient(st.URL, cfg.Token)
+	s.c = client.New(st.URL, cfg.Token, nil)
 	if err := s.waitWarm(octx, n); err != nil {
 		return nil, err
 	}

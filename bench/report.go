@@ -205,12 +205,15 @@ func Table(r *Report) string {
 	}
 	if t := r.Throughput; t != nil {
 		sb.WriteString("Rollout throughput:\n")
-		fmt.Fprintln(tw, "policy\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
+		fmt.Fprintln(tw, "policy\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\treset p95 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
 		for _, p := range t.Points {
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.ResetP50, p.ResetP95, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
 		}
 		tw.Flush()
+		for _, p := range t.Points {
+			fmt.Fprintf(&sb, "  %s pool %d: CPU ms/step by process: %s; phases ms/step: %s\n", p.Policy, p.Pool, fmtMS(p.CPUByProcess), fmtMS(p.PhaseMS))
+		}
 		fmt.Fprintf(&sb, "stops scaling after pool %d", t.Knee)
 		if t.Stopped != "" {
 			fmt.Fprintf(&sb, " (%s)", t.Stopped)
@@ -307,10 +310,14 @@ func Markdown(r *Report, charts []ChartFile) string {
 	if t := r.Throughput; t != nil {
 		sb.WriteString("## Rollout throughput\n\n")
 		fmt.Fprintf(&sb, "How: %s.\n\n", t.Method)
-		sb.WriteString("| policy | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | CPU s/step (bench tree) | CPU s/step (host) | mean reward | errors | boot s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		sb.WriteString("| policy | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | reset p95 ms | CPU s/step (bench tree) | CPU s/step (host) | mean reward | errors | boot s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range t.Points {
-			fmt.Fprintf(&sb, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.3f | %.3f | %.2f | %d | %.1f |\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.StepP95, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
+			fmt.Fprintf(&sb, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.3f | %.3f | %.2f | %d | %.1f |\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.StepP95, p.ResetP50, p.ResetP95, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
+		}
+		sb.WriteString("\nWhere a step's time and CPU go (CPU ms per step by process; wall ms per step by phase from info.timings, http = client wall time outside them):\n\n| policy | pool | CPU by process | phases |\n|---|---:|---|---|\n")
+		for _, p := range t.Points {
+			fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", p.Policy, p.Pool, fmtMS(p.CPUByProcess), fmtMS(p.PhaseMS))
 		}
 		fmt.Fprintf(&sb, "\n**Where it stops scaling:** total steps/s (random + scripted) last improved by more than 10%% at pool %d.", t.Knee)
 		if t.Stopped != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/api/client"
 )
 
 // StepCost is the CPU one changed step costs the whole server process tree
@@ -85,7 +86,7 @@ func siblingBinary(name string) string {
 type extServer struct {
 	cmd    *exec.Cmd
 	exited chan error // receives Wait's result once
-	c      *Client
+	c      *client.Client
 	state  string
 	logs   *os.File
 }
@@ -133,7 +134,7 @@ func (b *runner) startExtServer(ctx context.Context, bin string) (_ *extServer, 
 		case <-tick.C:
 		}
 		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			s.c = NewClient(strings.TrimSpace(string(b)), "")
+			s.c = client.New(strings.TrimSpace(string(b)), "", nil)
 		}
 	}
 	for {
@@ -185,7 +186,7 @@ func (b *runner) stepCostOf(ctx context.Context, name, bin string, steps int) ([
 	}
 	defer srv.close()
 	c := srv.c
-	rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
+	rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
 	if err != nil {
 		return nil, fmt.Errorf("reset: %w", err)
 	}
@@ -257,7 +258,7 @@ func (b *runner) stepCostOf(ctx context.Context, name, bin string, steps int) ([
 	return runs, nil
 }
 
-func timedStep(ctx context.Context, c *Client, env string, obs *api.Observe, a aci.Action) (*api.BatchReply, time.Duration, error) {
+func timedStep(ctx context.Context, c *client.Client, env string, obs *api.Observe, a aci.Action) (*api.BatchReply, time.Duration, error) {
 	t0 := time.Now()
 	rep, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: []aci.Action{a}}}, Observe: obs})
 	d := time.Since(t0)
