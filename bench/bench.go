@@ -69,7 +69,7 @@ type sizes struct {
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 30}
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 15}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
 		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150}

@@ -11,7 +11,7 @@ import (
 // reset posts /v1/reset through the shared client and fails on the first
 // env whose slot holds an error.
 func reset(ctx context.Context, c *client.Client, req *api.ResetRequest) (*api.BatchReply, error) {
-	r, err := reset(ctx, c, req)
+	r, err := c.Reset(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -20,7 +20,7 @@ func reset(ctx context.Context, c *client.Client, req *api.ResetRequest) (*api.B
 
 // fork posts /v1/fork and fails on the first child whose slot holds an error.
 func fork(ctx context.Context, c *client.Client, req *api.ForkRequest) (*api.BatchReply, error) {
-	r, err := fork(ctx, c, req)
+	r, err := c.Fork(ctx, req)
 	if err != nil {
 		return nil, err
 	}
