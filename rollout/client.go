@@ -1,6 +1,7 @@
 // Package rollout drives policies against an env server: through the Go
-// client of the trainer-facing API (envserver/api/client), policies (a task's scripted solution, random
-// valid actions, any OpenAI-compatible chat-completions endpoint), and a
+// client of the trainer-facing API (envserver/api/client), policies (a
+// task's scripted solution, random valid actions, any OpenAI-compatible
+// chat-completions endpoint), and a
 // batch runner that runs a matrix of tasks × seeds × replicas with bounded
 // concurrency, retries infrastructure failures on a fresh env, resumes a
 // half-done run from the trajectories it already wrote, and summarizes.
