@@ -65,7 +65,7 @@ type frameRecorder struct {
 	done   chan struct{}
 
 	logMu   sync.Mutex
-	lastLog time.Time
+	lastLog map[string]time.Time // by message
 }
 
 type recordMetrics struct {
@@ -79,9 +79,15 @@ type recordMetrics struct {
 
 func newFrameRecorder(store *trajectory.Store, logf func(string, ...any), reg *prometheus.Registry) *frameRecorder {
 	r := &frameRecorder{store: store, logf: logf, q: make(chan recordJob, recordQueue), done: make(chan struct{})}
-	r.m = &recordMetrics{
+	r.m = newRecordMetrics(r, reg)
+	go r.run()
+	return r
+}
+
+func newRecordMetrics(r *frameRecorder, reg *prometheus.Registry) *recordMetrics {
+	m := &recordMetrics{
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_recorded_total", Help: "Frames and trees record_frames handed to the store."}),
-		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_failures_total", Help: "Frames the store could not write (the log says why)."}),
+		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_failures_total", Help: "Batches of frames the store could not write in full (the log says why)."}),
 		full:    prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_queue_full_total", Help: "Steps that found the recording queue full and waited for room."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_dropped_total", Help: "Frames not recorded: the queue stayed full past the step's deadline, or the server was shutting down."}),
 		queued: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frames_record_queued", Help: "Frames waiting to be written."},
@@ -89,11 +95,10 @@ func newFrameRecorder(store *trajectory.Store, logf func(string, ...any), reg *p
 		batchSec: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_frames_record_batch_seconds", Help: "Time to compress and write one batch of recorded frames.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5}}),
 	}
-	for _, c := range []prometheus.Collector{r.m.written, r.m.failed, r.m.full, r.m.dropped, r.m.queued, r.m.batchSec} {
+	for _, c := range []prometheus.Collector{m.written, m.failed, m.full, m.dropped, m.queued, m.batchSec} {
 		reg.MustRegister(c)
 	}
-	go r.run()
-	return r
+	return m
 }
 
 // put queues a job; it waits for room while ctx allows.
@@ -120,12 +125,15 @@ func (r *frameRecorder) put(ctx context.Context, j recordJob) {
 	}
 }
 
-// logLimited logs at most once a second.
+// logLimited logs each message at most once a second.
 func (r *frameRecorder) logLimited(format string, args ...any) {
 	r.logMu.Lock()
-	ok := time.Since(r.lastLog) >= time.Second
+	if r.lastLog == nil {
+		r.lastLog = map[string]time.Time{}
+	}
+	ok := time.Since(r.lastLog[format]) >= time.Second
 	if ok {
-		r.lastLog = time.Now()
+		r.lastLog[format] = time.Now()
 	}
 	r.logMu.Unlock()
 	if ok {
