@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ const stepCostWarmup = 10
 func (b *runner) stepCost(ctx context.Context) (*StepCost, error) {
 	steps := b.sz.costSteps
 	out := &StepCost{Steps: steps, Method: fmt.Sprintf(
-		"per envserver binary: a fresh server process (shipped config, record_frames as shipped, pool 1) on task %s at the shipped screen; one env types one letter per step into its xterm (every step changes the screen), %d steps per format after %d unmeasured ones; CPU of the server's process tree from /proc (each process's utime+stime, sampled every 100 ms; bench's own client is another process and is not counted); phases are the means of info.timings", longTask, steps, stepCostWarmup)}
+		"per envserver binary: a server process of its own (shipped config, record_frames as shipped, pool 1), all started first and taking turns format by format on task %s at the shipped screen; one env types one letter per step into its xterm (every step changes the screen), %d steps per format after %d unmeasured ones; CPU of the server's process tree from /proc (each process's utime+stime, sampled every 100 ms; bench's own client is another process and is not counted); phases are the means of info.timings", longTask, steps, stepCostWarmup)}
 	bins := []struct{ name, path string }{{"this build", b.opts.Envserver}}
 	if bins[0].path == "" {
 		bins[0].path = siblingBinary("envserver")
@@ -60,13 +61,33 @@ func (b *runner) stepCost(ctx context.Context) (*StepCost, error) {
 	if b.opts.BaselineEnvserver != "" {
 		bins = append(bins, struct{ name, path string }{"baseline", b.opts.BaselineEnvserver})
 	}
+	// Every server is up at once and they take turns, format by format,
+	// so that the machine's other load falls on both alike.
+	var envs []*costEnv
+	defer func() {
+		for _, ce := range envs {
+			ce.close(ctx)
+		}
+	}()
 	for _, bin := range bins {
-		runs, err := b.stepCostOf(ctx, bin.name, bin.path, steps)
+		ce, err := b.openCostEnv(ctx, bin.name, bin.path)
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", bin.name, bin.path, err)
 		}
-		out.Runs = append(out.Runs, runs...)
+		envs = append(envs, ce)
 	}
+	for _, format := range []string{aci.FormatPNG, aci.FormatRaw, aci.FormatJPEG} {
+		for _, ce := range envs {
+			run, err := b.measureCost(ctx, ce, format, steps)
+			if err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", ce.name, ce.bin, err)
+			}
+			out.Runs = append(out.Runs, run)
+		}
+	}
+	sort.SliceStable(out.Runs, func(i, j int) bool {
+		return out.Runs[i].Server < out.Runs[j].Server && out.Runs[i].Server == "this build"
+	})
 	return out, nil
 }
 
@@ -179,83 +200,95 @@ func (s *extServer) close() {
 	os.RemoveAll(s.state)
 }
 
-func (b *runner) stepCostOf(ctx context.Context, name, bin string, steps int) ([]StepCostRun, error) {
+// costEnv is one server binary with one env of longTask.
+type costEnv struct {
+	name, bin string
+	srv       *extServer
+	env       string
+	letter    int
+}
+
+func (b *runner) openCostEnv(ctx context.Context, name, bin string) (*costEnv, error) {
 	srv, err := b.startExtServer(ctx, bin)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.close()
-	c := srv.c
-	rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
+	rr, err := reset(ctx, srv.c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
 	if err != nil {
+		srv.close()
 		return nil, fmt.Errorf("reset: %w", err)
 	}
-	env := rr.Results[0].EnvID
-	defer c.Close(context.WithoutCancel(ctx), env)
-	var runs []StepCostRun
-	letter := 0
-	for _, format := range []string{aci.FormatPNG, aci.FormatRaw, aci.FormatJPEG} {
-		obs := &api.Observe{Format: format}
-		step := func() (*api.BatchReply, time.Duration, error) {
-			text := string(rune('a' + letter%26))
-			letter++
-			if letter%90 == 0 {
-				// A fresh line now and then keeps the prompt on screen.
-				return timedStep(ctx, c, env, obs, aci.Action{Verb: aci.Key, Keys: "ctrl+u"})
-			}
-			return timedStep(ctx, c, env, obs, aci.Action{Verb: aci.TypeText, Text: text})
+	return &costEnv{name: name, bin: bin, srv: srv, env: rr.Results[0].EnvID}, nil
+}
+
+func (ce *costEnv) close(ctx context.Context) {
+	ce.srv.c.Close(context.WithoutCancel(ctx), ce.env)
+	ce.srv.close()
+}
+
+// measureCost takes stepCostWarmup unmeasured steps in format, then steps
+// measured ones while sampling the server's process tree.
+func (b *runner) measureCost(ctx context.Context, ce *costEnv, format string, steps int) (StepCostRun, error) {
+	name, bin, c, env := ce.name, ce.bin, ce.srv.c, ce.env
+	obs := &api.Observe{Format: format}
+	step := func() (*api.BatchReply, time.Duration, error) {
+		text := string(rune('a' + ce.letter%26))
+		ce.letter++
+		if ce.letter%90 == 0 {
+			// A fresh line now and then keeps the prompt on screen.
+			return timedStep(ctx, c, env, obs, aci.Action{Verb: aci.Key, Keys: "ctrl+u"})
 		}
-		for i := 0; i < stepCostWarmup; i++ {
-			if _, _, err := step(); err != nil {
-				return nil, fmt.Errorf("%s warm-up: %w", format, err)
-			}
-		}
-		run := StepCostRun{Server: name, Binary: bin, Format: format, Phases: map[string]float64{}, ByProcess: map[string]float64{}}
-		var walls []time.Duration
-		var nBytes, changed int64
-		sampler := StartCPUSampler(srv.cmd.Process.Pid, 100*time.Millisecond)
-		for i := 0; i < steps; i++ {
-			rep, d, err := step()
-			if err != nil {
-				sampler.Stop()
-				return nil, fmt.Errorf("%s step %d: %w", format, i, err)
-			}
-			walls = append(walls, d)
-			res := rep.Results[0]
-			if res.Info != nil {
-				inside := int64(0)
-				for k, us := range res.Info.Timings {
-					run.Phases[strings.TrimSuffix(k, "_us")] += float64(us) / 1000
-					if k == "act_us" || k == "observe_us" || k == "verify_us" {
-						inside += us
-					}
-				}
-				run.Phases["http"] += float64(d.Microseconds()-inside) / 1000
-			}
-			if n := frameBytes(rep, res.Obs); n > 0 {
-				nBytes += int64(n)
-				changed++
-			}
-		}
-		cpu := sampler.Stop()
-		if steps == 0 {
-			return nil, errors.New("no steps measured")
-		}
-		run.Steps = steps
-		run.CPUPerStepMS = cpu * 1000 / float64(steps)
-		for k, v := range sampler.ByCommand() {
-			run.ByProcess[k] = v * 1000 / float64(steps)
-		}
-		for k := range run.Phases {
-			run.Phases[k] /= float64(steps)
-		}
-		run.StepP50 = Summarize(walls).P50
-		run.FrameBytes = float64(nBytes) / float64(steps)
-		run.Changed = float64(changed) / float64(steps)
-		b.opts.Logf("bench: stepcost %s %s: %.1f ms CPU per step (%s)", name, format, run.CPUPerStepMS, fmtMS(run.ByProcess))
-		runs = append(runs, run)
+		return timedStep(ctx, c, env, obs, aci.Action{Verb: aci.TypeText, Text: text})
 	}
-	return runs, nil
+	for i := 0; i < stepCostWarmup; i++ {
+		if _, _, err := step(); err != nil {
+			return StepCostRun{}, fmt.Errorf("%s warm-up: %w", format, err)
+		}
+	}
+	if steps <= 0 {
+		return StepCostRun{}, errors.New("no steps to measure")
+	}
+	run := StepCostRun{Server: name, Binary: bin, Format: format, Phases: map[string]float64{}, ByProcess: map[string]float64{}}
+	var walls []time.Duration
+	var nBytes, changed int64
+	sampler := StartCPUSampler(ce.srv.cmd.Process.Pid, 100*time.Millisecond)
+	for i := 0; i < steps; i++ {
+		rep, d, err := step()
+		if err != nil {
+			sampler.Stop()
+			return StepCostRun{}, fmt.Errorf("%s step %d: %w", format, i, err)
+		}
+		walls = append(walls, d)
+		res := rep.Results[0]
+		if res.Info != nil {
+			inside := int64(0)
+			for k, us := range res.Info.Timings {
+				run.Phases[strings.TrimSuffix(k, "_us")] += float64(us) / 1000
+				if k == "act_us" || k == "observe_us" || k == "verify_us" {
+					inside += us
+				}
+			}
+			run.Phases["http"] += float64(d.Microseconds()-inside) / 1000
+		}
+		if n := frameBytes(rep, res.Obs); n > 0 {
+			nBytes += int64(n)
+			changed++
+		}
+	}
+	cpu := sampler.Stop()
+	run.Steps = steps
+	run.CPUPerStepMS = cpu * 1000 / float64(steps)
+	for k, v := range sampler.ByCommand() {
+		run.ByProcess[k] = v * 1000 / float64(steps)
+	}
+	for k := range run.Phases {
+		run.Phases[k] /= float64(steps)
+	}
+	run.StepP50 = Summarize(walls).P50
+	run.FrameBytes = float64(nBytes) / float64(steps)
+	run.Changed = float64(changed) / float64(steps)
+	b.opts.Logf("bench: stepcost %s %s: %.1f ms CPU per step (%s)", name, format, run.CPUPerStepMS, fmtMS(run.ByProcess))
+	return run, nil
 }
 
 func timedStep(ctx context.Context, c *client.Client, env string, obs *api.Observe, a aci.Action) (*api.BatchReply, time.Duration, error) {
