@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -167,6 +168,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return r, err
+		}
+		if name == "stepcost" && len(opts.Scenarios) == 0 && opts.Envserver == "" {
+			if _, err := exec.LookPath(siblingBinary("envserver")); err != nil {
+				opts.Logf("bench: stepcost skipped: no envserver binary next to bench or on PATH (make build puts one there)")
+				continue
+			}
 		}
 		opts.Logf("bench: %s ...", name)
 		t0 := time.Now()
