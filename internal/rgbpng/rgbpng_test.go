@@ -2,6 +2,7 @@ package rgbpng
 
 import (
 	"bytes"
+	adler32std "hash/adler32"
 	"image"
 	"image/png"
 	"math/rand/v2"
@@ -100,4 +101,30 @@ func BenchmarkEncode(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "bytes")
 	})
+}
+
+// TestAdler32 compares the eight-bytes-a-round checksum with hash/adler32
+// on lengths around the round and reduction sizes, with bytes at 0xff
+// (the largest lane sums) and random ones.
+func TestAdler32(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 7, 8, 9, 5551, 5552, 5553, 11104, 100003} {
+		for _, fill := range []string{"ff", "random"} {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = 0xff
+				if fill == "random" {
+					p[i] = byte(r.IntN(256))
+				}
+			}
+			if got, want := adler32(1, p), adler32std.Checksum(p); got != want {
+				t.Errorf("n=%d %s: got %08x; want %08x", n, fill, got, want)
+			}
+			// Split at an odd point: the running form agrees too.
+			k := n / 3
+			if got, want := adler32(adler32(1, p[:k]), p[k:]), adler32std.Checksum(p); got != want {
+				t.Errorf("n=%d %s split: got %08x; want %08x", n, fill, got, want)
+			}
+		}
+	}
 }
