@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -63,6 +64,8 @@ type frameRecorder struct {
 	closed bool
 	q      chan recordJob
 	done   chan struct{}
+
+	scratch []byte // the writer's S2 buffer
 
 	logMu   sync.Mutex
 	lastLog map[string]time.Time // by message
@@ -182,7 +185,12 @@ func (r *frameRecorder) write(batch []recordJob) {
 		if j.format == aci.FormatRaw {
 			// Stored compressed whatever the delivery format, with a
 			// lossless compressor several times cheaper than PNG's deflate.
-			f.Format, f.Data = rawS2Format, s2.Encode(nil, j.data)
+			// Into the writer's own scratch (S2 wants its worst case,
+			// megabytes, up front); only the few KiB it needs are kept.
+			if n := s2.MaxEncodedLen(len(j.data)); cap(r.scratch) < n {
+				r.scratch = make([]byte, n)
+			}
+			f.Format, f.Data = rawS2Format, bytes.Clone(s2.Encode(r.scratch, j.data))
 		}
 		if k := f.Hash + "." + f.Format; !seen[k] {
 			seen[k] = true
