@@ -187,7 +187,13 @@ func (r *frameRecorder) write(batch []recordJob) {
 			// lossless compressor several times cheaper than PNG's deflate.
 			// Into the writer's own scratch (S2 wants its worst case,
 			// megabytes, up front); only the few KiB it needs are kept.
-			if n := s2.MaxEncodedLen(len(j.data)); cap(r.scratch) < n {
+			n := s2.MaxEncodedLen(len(j.data))
+			if n < 0 {
+				r.m.failed.Inc()
+				r.logf("envserver: frame %s of %d bytes is too large to compress", j.hash, len(j.data))
+				continue
+			}
+			if cap(r.scratch) < n {
 				r.scratch = make([]byte, n)
 			}
 			f.Format, f.Data = rawS2Format, bytes.Clone(s2.Encode(r.scratch, j.data))
