@@ -65,15 +65,16 @@ type sizes struct {
 	dedupReplicas int           // forked replicas stepped in lockstep
 	dedupSteps    int           // steps per dedup configuration
 	costSteps     int           // measured steps per format of the stepcost scenario
+	costWarmup    int           // unmeasured steps before them
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 15}
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 12, costWarmup: 3}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
-		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150}
+		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150, costWarmup: 10}
 }
 
 // Report is everything a run measured. Sections of scenarios that were not

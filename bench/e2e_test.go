@@ -125,6 +125,7 @@ func TestStepCostOnRealServer(t *testing.T) {
 	}
 	b.opts.Envserver = filepath.Join(dir, "envserver")
 	b.sz.costSteps = 4
+	b.sz.costWarmup = 2
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sc, err := b.stepCost(ctx)

@@ -47,13 +47,10 @@ type StepCostRun struct {
 	Changed    float64            `json:"changed_frac"` // steps whose frame came back new
 }
 
-// stepCostWarmup steps are taken before each format's measured steps.
-const stepCostWarmup = 10
-
 func (b *runner) stepCost(ctx context.Context) (*StepCost, error) {
 	steps := b.sz.costSteps
 	out := &StepCost{Steps: steps, Method: fmt.Sprintf(
-		"per envserver binary: a server process of its own (shipped config, record_frames as shipped, pool 1), all started first and taking turns format by format on task %s at the shipped screen; one env types one letter per step into its xterm (every step changes the screen), %d steps per format after %d unmeasured ones; CPU of the server's process tree from /proc (each process's utime+stime, sampled every 100 ms; bench's own client is another process and is not counted); phases are the means of info.timings", longTask, steps, stepCostWarmup)}
+		"per envserver binary: a server process of its own (shipped config, record_frames as shipped, pool 1), all started first and taking turns format by format on task %s at the shipped screen; one env types one letter per step into its xterm (every step changes the screen), %d steps per format after %d unmeasured ones; CPU of the server's process tree from /proc (each process's utime+stime, sampled every 100 ms; bench's own client is another process and is not counted); phases are the means of info.timings", longTask, steps, b.sz.costWarmup)}
 	bins := []struct{ name, path string }{{"this build", b.opts.Envserver}}
 	if bins[0].path == "" {
 		bins[0].path = siblingBinary("envserver")
@@ -226,7 +223,7 @@ func (ce *costEnv) close(ctx context.Context) {
 	ce.srv.close()
 }
 
-// measureCost takes stepCostWarmup unmeasured steps in format, then steps
+// measureCost takes b.sz.costWarmup unmeasured steps in format, then steps
 // measured ones while sampling the server's process tree.
 func (b *runner) measureCost(ctx context.Context, ce *costEnv, format string, steps int) (StepCostRun, error) {
 	name, bin, c, env := ce.name, ce.bin, ce.srv.c, ce.env
@@ -240,7 +237,7 @@ func (b *runner) measureCost(ctx context.Context, ce *costEnv, format string, st
 		}
 		return timedStep(ctx, c, env, obs, aci.Action{Verb: aci.TypeText, Text: text})
 	}
-	for i := 0; i < stepCostWarmup; i++ {
+	for i := 0; i < b.sz.costWarmup; i++ {
 		if _, _, err := step(); err != nil {
 			return StepCostRun{}, fmt.Errorf("%s warm-up: %w", format, err)
 		}
