@@ -15,12 +15,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api/client"
 	"github.com/shinken-rl/shinken/envserver/stack"
 )
 
@@ -37,10 +39,16 @@ type Options struct {
 	Logf  func(format string, args ...any) // progress; default discards
 	// ServerLogf receives the servers' own logs; default discards.
 	ServerLogf func(format string, args ...any)
+	// Envserver is the envserver binary the stepcost scenario runs; ""
+	// means next to the executable, else PATH. BaselineEnvserver, when
+	// set, is measured too in the same run (e.g. a build of an older
+	// revision, with its own guestd beside it).
+	Envserver         string
+	BaselineEnvserver string
 }
 
 // Scenarios lists every scenario name in the order Run executes them.
-var Scenarios = []string{"lifecycle", "latency", "dedup", "throughput"}
+var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput"}
 
 const defaultTask = "xterm-hello-file"
 
@@ -56,15 +64,17 @@ type sizes struct {
 	forkReps      int           // forks per size
 	dedupReplicas int           // forked replicas stepped in lockstep
 	dedupSteps    int           // steps per dedup configuration
+	costSteps     int           // measured steps per format of the stepcost scenario
+	costWarmup    int           // unmeasured steps before them
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4}
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 12, costWarmup: 3}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
-		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12}
+		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150, costWarmup: 10}
 }
 
 // Report is everything a run measured. Sections of scenarios that were not
@@ -80,6 +90,7 @@ type Report struct {
 	Throughput *Throughput `json:"throughput,omitempty"`
 	Lifecycle  *Lifecycle  `json:"lifecycle,omitempty"`
 	Dedup      *Dedup      `json:"dedup,omitempty"`
+	StepCost   *StepCost   `json:"stepcost,omitempty"`
 	Errors     []string    `json:"errors,omitempty"`
 }
 
@@ -159,6 +170,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
+		if name == "stepcost" && len(opts.Scenarios) == 0 && opts.Envserver == "" {
+			if _, err := exec.LookPath(siblingBinary("envserver")); err != nil {
+				opts.Logf("bench: stepcost skipped: no envserver binary next to bench or on PATH (make build puts one there)")
+				continue
+			}
+		}
 		opts.Logf("bench: %s ...", name)
 		t0 := time.Now()
 		var err error
@@ -171,6 +188,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.Dedup, err = b.dedup(ctx)
 		case "throughput":
 			r.Throughput, err = b.throughput(ctx)
+		case "stepcost":
+			r.StepCost, err = b.stepCost(ctx)
 		}
 		if err != nil {
 			opts.Logf("bench: %s failed: %v", name, err)
@@ -180,7 +199,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil {
+	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil {
 		return r, fmt.Errorf("bench: every scenario failed: %s", strings.Join(r.Errors, "; "))
 	}
 	return r, ctx.Err()
@@ -210,7 +229,7 @@ type runner struct {
 // server is one envserver stack started by bench, with a client for it.
 type server struct {
 	st     *stack.Stack
-	c      *Client
+	c      *client.Client
 	state  string
 	booted time.Duration // from Open to the pool reporting its warm sandboxes
 }
@@ -250,7 +269,7 @@ func (b *runner) startServer(ctx context.Context, n int, edit func(*configs.Serv
 	if err := st.Serve(cfg.Listen, cfg.Token); err != nil {
 		return nil, err
 	}
-	s.c = NewClient(st.URL, cfg.Token)
+	s.c = client.New(st.URL, cfg.Token, nil)
 	if err := s.waitWarm(octx, n); err != nil {
 		return nil, err
 	}

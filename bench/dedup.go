@@ -7,6 +7,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/api/client"
 )
 
 // Dedup is the bytes-on-the-wire scenario for forked replicas stepped in
@@ -67,9 +68,9 @@ func (b *runner) dedupOne(ctx context.Context, cache string, edit func(*configs.
 	}
 	defer srv.close()
 	c := srv.c
-	mc := NewClient(srv.st.URL, "") // metrics go on their own connections
+	mc := client.New(srv.st.URL, "", nil) // metrics go on their own connections
 	defer mc.CloseIdle()
-	rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
+	rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: longTask}}})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (b *runner) dedupOne(ctx context.Context, cache string, edit func(*configs.
 	if _, err := settle(ctx, c, parent); err != nil {
 		return nil, err
 	}
-	fr, err := c.Fork(ctx, &api.ForkRequest{EnvID: parent, N: b.sz.dedupReplicas})
+	fr, err := fork(ctx, c, &api.ForkRequest{EnvID: parent, N: b.sz.dedupReplicas})
 	if fr != nil {
 		defer c.Close(context.WithoutCancel(ctx), envIDs(fr)...)
 	}

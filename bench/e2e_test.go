@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func TestThroughputAndDedupOnRealServer(t *testing.T) {
 		t.Fatalf("got %d throughput points; want 2 (random, scripted at pool 1)", len(tp.Points))
 	}
 	for _, p := range tp.Points {
+		if p.PhaseMS["act"] <= 0 || p.CPUByProcess["guestd"] <= 0 {
+			t.Errorf("%s pool %d: got phases %v and CPU by process %v; want act and guestd positive", p.Policy, p.Pool, p.PhaseMS, p.CPUByProcess)
+		}
 		if p.Steps <= 0 || p.StepsPerSec <= 0 || p.CPUPerStep <= 0 {
 			t.Errorf("%s pool %d: got %d steps, %.2f steps/s, %.4f CPU s/step; want all positive", p.Policy, p.Pool, p.Steps, p.StepsPerSec, p.CPUPerStep)
 		}
@@ -103,5 +107,42 @@ func TestThroughputAndDedupOnRealServer(t *testing.T) {
 	// Without the shared cache, every env-step of per-env requests encodes.
 	if got := row("off", "per-env").Encodes; got < 0.99 {
 		t.Errorf("cache off, per-env: got %.2f encodes per env-step; want 1", got)
+	}
+}
+
+// TestStepCostOnRealServer runs the stepcost scenario at its smallest
+// against a freshly built envserver binary (with guestd beside it): every
+// format's steps change the screen, cost CPU, and report the guest's phases.
+func TestStepCostOnRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds envserver and boots real sandboxes")
+	}
+	b := tinyRunner(t)
+	dir := filepath.Dir(b.opts.GuestdPath)
+	build := exec.Command("go", "build", "-o", dir, "github.com/shinken-rl/shinken/cmd/envserver")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build envserver: %v\n%s", err, out)
+	}
+	b.opts.Envserver = filepath.Join(dir, "envserver")
+	b.sz.costSteps = 4
+	b.sz.costWarmup = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sc, err := b.stepCost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Runs) != 3 {
+		t.Fatalf("got %d runs; want 3 (png, raw, jpeg)", len(sc.Runs))
+	}
+	for _, r := range sc.Runs {
+		if r.Steps != 4 || r.CPUPerStepMS <= 0 || r.Changed <= 0 || r.FrameBytes <= 0 {
+			t.Errorf("%s: got %d steps, %.2f CPU ms/step, %.2f changed, %.0f frame bytes; want 4 steps and the rest positive", r.Format, r.Steps, r.CPUPerStepMS, r.Changed, r.FrameBytes)
+		}
+		for _, ph := range []string{"act", "capture", "encode", "http"} {
+			if _, ok := r.Phases[ph]; !ok {
+				t.Errorf("%s: no %s phase in %v", r.Format, ph, r.Phases)
+			}
+		}
 	}
 }

@@ -85,7 +85,7 @@ func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 	var env string
 	for _, id := range ids {
 		t0 := time.Now()
-		rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: id}}})
+		rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: id}}})
 		if err != nil {
 			return nil, fmt.Errorf("cold reset %s: %w", id, err)
 		}
@@ -105,7 +105,7 @@ func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 	for i := 0; i < b.sz.warmResets; i++ {
 		srv.waitReplica(ctx, 20*time.Second)
 		t0 := time.Now()
-		if _, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: b.opts.Task}}}); err != nil {
+		if _, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: b.opts.Task}}}); err != nil {
 			return nil, fmt.Errorf("warm reset: %w", err)
 		}
 		warm = append(warm, time.Since(t0))
@@ -125,7 +125,7 @@ func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 		for rep := 0; rep < b.sz.forkReps; rep++ {
 			srv.waitWarm(ctx, pool)
 			t0 := time.Now()
-			fr, err := c.Fork(ctx, &api.ForkRequest{EnvID: env, N: n})
+			fr, err := fork(ctx, c, &api.ForkRequest{EnvID: env, N: n})
 			d := time.Since(t0)
 			if err != nil {
 				fp.Errors++

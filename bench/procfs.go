@@ -21,6 +21,7 @@ type procStat struct {
 	pid, ppid int
 	start     uint64 // start time in ticks since boot: (pid, start) names a process
 	ownTicks  uint64 // utime+stime
+	comm      string // the command name (/proc/<pid>/comm)
 }
 
 // readProcStat parses /proc/<pid>/stat; the command name may hold spaces
@@ -44,7 +45,11 @@ func readProcStat(pid int) (procStat, error) {
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	start, _ := strconv.ParseUint(f[19], 10, 64)
-	return procStat{pid: pid, ppid: ppid, start: start, ownTicks: utime + stime}, nil
+	comm := ""
+	if j := bytes.IndexByte(b, '('); j >= 0 && j < i {
+		comm = string(b[j+1 : i])
+	}
+	return procStat{pid: pid, ppid: ppid, start: start, ownTicks: utime + stime, comm: comm}, nil
 }
 
 // allProcs reads the stat of every process visible in /proc.
@@ -95,6 +100,7 @@ type CPUSampler struct {
 	root  int
 	first map[[2]uint64]uint64 // (pid, start) -> ticks at first sight
 	last  map[[2]uint64]uint64
+	comm  map[[2]uint64]string
 	stop  chan struct{}
 	done  chan struct{}
 	n     atomic.Int64 // samples completed
@@ -102,7 +108,7 @@ type CPUSampler struct {
 
 // StartCPUSampler samples root's tree every period until Stop.
 func StartCPUSampler(root int, period time.Duration) *CPUSampler {
-	s := &CPUSampler{root: root, first: map[[2]uint64]uint64{}, last: map[[2]uint64]uint64{},
+	s := &CPUSampler{root: root, first: map[[2]uint64]uint64{}, last: map[[2]uint64]uint64{}, comm: map[[2]uint64]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.sample(true)
 	go func() {
@@ -132,6 +138,7 @@ func (s *CPUSampler) sample(initial bool) {
 			}
 		}
 		s.last[k] = p.ownTicks
+		s.comm[k] = p.comm
 	}
 	s.n.Add(1)
 }
@@ -151,6 +158,18 @@ func (s *CPUSampler) Stop() float64 {
 		}
 	}
 	return float64(ticks) / clockTicks
+}
+
+// ByCommand splits the CPU seconds Stop returned by command name (Xvfb,
+// guestd, envserver, …). Call it after Stop.
+func (s *CPUSampler) ByCommand() map[string]float64 {
+	out := map[string]float64{}
+	for k, last := range s.last {
+		if f := s.first[k]; last > f {
+			out[s.comm[k]] += float64(last-f) / clockTicks
+		}
+	}
+	return out
 }
 
 // HostCPUSeconds is the busy CPU time of the whole machine from /proc/stat

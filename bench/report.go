@@ -205,12 +205,15 @@ func Table(r *Report) string {
 	}
 	if t := r.Throughput; t != nil {
 		sb.WriteString("Rollout throughput:\n")
-		fmt.Fprintln(tw, "policy\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
+		fmt.Fprintln(tw, "policy\tpool\tsteps/s\tepisodes/min\tstep p50 ms\treset p50 ms\treset p95 ms\tCPU s/step (tree)\tCPU s/step (host)\tmean reward\terrors\t")
 		for _, p := range t.Points {
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.3f\t%.3f\t%.2f\t%d\t\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.ResetP50, p.ResetP95, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors)
 		}
 		tw.Flush()
+		for _, p := range t.Points {
+			fmt.Fprintf(&sb, "  %s pool %d: CPU ms/step by process: %s; phases ms/step: %s\n", p.Policy, p.Pool, fmtMS(p.CPUByProcess), fmtMS(p.PhaseMS))
+		}
 		fmt.Fprintf(&sb, "stops scaling after pool %d", t.Knee)
 		if t.Stopped != "" {
 			fmt.Fprintf(&sb, " (%s)", t.Stopped)
@@ -236,6 +239,16 @@ func Table(r *Report) string {
 		for _, row := range d.Rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.1f\t%.1fx\t\n", row.Cache, row.Mode, humanBytes(row.WireBytes), humanBytes(row.ImageBytes),
 				row.Encodes, row.Distinct, row.Saving)
+		}
+		tw.Flush()
+		sb.WriteString("\n")
+	}
+	if c := r.StepCost; c != nil {
+		fmt.Fprintf(&sb, "Step cost, one env typing into xterm, %d changed steps per format (server-tree CPU ms per step):\n", c.Steps)
+		fmt.Fprintln(tw, "server\tformat\tCPU ms/step\tstep p50 ms\tframe bytes\tby process\tphases (wall ms)\t")
+		for _, run := range c.Runs {
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n", run.Server, run.Format, run.CPUPerStepMS, run.StepP50, humanBytes(run.FrameBytes),
+				fmtMS(run.ByProcess), fmtMS(run.Phases))
 		}
 		tw.Flush()
 		sb.WriteString("\n")
@@ -297,10 +310,14 @@ func Markdown(r *Report, charts []ChartFile) string {
 	if t := r.Throughput; t != nil {
 		sb.WriteString("## Rollout throughput\n\n")
 		fmt.Fprintf(&sb, "How: %s.\n\n", t.Method)
-		sb.WriteString("| policy | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | CPU s/step (bench tree) | CPU s/step (host) | mean reward | errors | boot s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		sb.WriteString("| policy | pool | steps/s | episodes/min | step p50 ms | step p95 ms | reset p50 ms | reset p95 ms | CPU s/step (bench tree) | CPU s/step (host) | mean reward | errors | boot s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range t.Points {
-			fmt.Fprintf(&sb, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.3f | %.3f | %.2f | %d | %.1f |\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
-				p.StepP50, p.StepP95, p.ResetP50, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
+			fmt.Fprintf(&sb, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.3f | %.3f | %.2f | %d | %.1f |\n", p.Policy, p.Pool, p.StepsPerSec, p.EpisodesPerMin,
+				p.StepP50, p.StepP95, p.ResetP50, p.ResetP95, p.CPUPerStep, p.HostCPUPerStep, p.MeanReward, p.Errors, p.BootSeconds)
+		}
+		sb.WriteString("\nWhere a step's time and CPU go (CPU ms per step by process; wall ms per step by phase from info.timings, http = client wall time outside them):\n\n| policy | pool | CPU by process | phases |\n|---|---:|---|---|\n")
+		for _, p := range t.Points {
+			fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", p.Policy, p.Pool, fmtMS(p.CPUByProcess), fmtMS(p.PhaseMS))
 		}
 		fmt.Fprintf(&sb, "\n**Where it stops scaling:** total steps/s (random + scripted) last improved by more than 10%% at pool %d.", t.Knee)
 		if t.Stopped != "" {
@@ -343,6 +360,16 @@ func Markdown(r *Report, charts []ChartFile) string {
 			}
 		}
 		sb.WriteString("Shared cache off = the server's frame cache bound set to 1 byte, so nothing is cached.\n\n")
+	}
+	if c := r.StepCost; c != nil {
+		sb.WriteString("## Cost of a changed step\n\n")
+		fmt.Fprintf(&sb, "How: %s.\n\n", c.Method)
+		sb.WriteString("| server | format | CPU ms / step | step p50 ms | frame bytes | CPU ms / step by process | phases, wall ms / step |\n|---|---|---:|---:|---:|---|---|\n")
+		for _, run := range c.Runs {
+			fmt.Fprintf(&sb, "| %s | %s | %.1f | %.1f | %s | %s | %s |\n", run.Server, run.Format, run.CPUPerStepMS, run.StepP50, humanBytes(run.FrameBytes),
+				fmtMS(run.ByProcess), fmtMS(run.Phases))
+		}
+		sb.WriteString("\n*phases*: act (input, with its settle), observe (settle, capture, encode in guestd, and the server's handling of the frame), settle/capture/encode where the guest reports them, http = the client's wall time outside those (request and reply encoding and transfer).\n\n")
 	}
 	if len(charts) > 0 {
 		sb.WriteString("## Charts\n\n")

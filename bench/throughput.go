@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +12,8 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/api/client"
+	"github.com/shinken-rl/shinken/rollout"
 )
 
 // Throughput is rollout throughput over pool sizes.
@@ -42,9 +44,17 @@ type ThroughputPoint struct {
 	StepP50        float64 `json:"step_p50_ms"`
 	StepP95        float64 `json:"step_p95_ms"`
 	ResetP50       float64 `json:"reset_p50_ms"` // client wall time of the workers' resets
-	MeanReward     float64 `json:"mean_reward"`
-	Errors         int64   `json:"errors"`
-	BootSeconds    float64 `json:"boot_seconds"`
+	ResetP95       float64 `json:"reset_p95_ms"`
+	// PhaseMS is the mean wall ms per counted step of each phase the
+	// server reports in info.timings (act, settle, capture, encode,
+	// observe, verify), plus http: the client's wall time outside them.
+	PhaseMS map[string]float64 `json:"phase_ms_per_step,omitempty"`
+	// CPUByProcess splits CPUPerStep (in ms) by command name: bench (the
+	// client and the in-process server), guestd, Xvfb, the apps.
+	CPUByProcess map[string]float64 `json:"cpu_ms_per_step_by_process,omitempty"`
+	MeanReward   float64            `json:"mean_reward"`
+	Errors       int64              `json:"errors"`
+	BootSeconds  float64            `json:"boot_seconds"`
 }
 
 // scaleGain is the improvement below which a larger pool counts as not scaling.
@@ -52,8 +62,8 @@ const scaleGain = 1.10
 
 func (b *runner) throughput(ctx context.Context) (*Throughput, error) {
 	out := &Throughput{Method: fmt.Sprintf(
-		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, step it one request at a time (observe png, have = hashes the worker holds, like the Python client) and reset it when the episode ends; after a %s warm-up, steps and episodes finishing in a %s window are counted. random: random clicks/moves/scrolls/letters/keys until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (client, in-process server, sandboxes; each process's utime+stime sampled every 250 ms) and the whole host's busy time from /proc/stat",
-		b.opts.Task, b.sz.warmup, b.sz.window)}
+		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, drive it with rollout's policies through the shared Go client, one request at a time (observe png, have = hashes the worker holds, like the Python client), and reset it when the episode ends; the warm-up ends once every worker has finished its first episode (goldens built), then steps and episodes finishing in a %s window are counted (a window without steps is an error). random: rollout's random policy until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (client, in-process server, sandboxes; each process's utime+stime sampled every 250 ms), split by process, and the whole host's busy time from /proc/stat; phases are the means of the steps' info.timings",
+		b.opts.Task, b.sz.window)}
 	best, flat := 0.0, 0
 	for _, n := range b.sz.pools {
 		pts, err := b.throughputAt(ctx, n)
@@ -94,24 +104,14 @@ func (b *runner) throughputAt(ctx context.Context, n int) ([]ThroughputPoint, er
 		return nil, err
 	}
 	defer srv.close()
-	spec, err := srv.c.Spec(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, h, _, err := configs.ParseScreen(b.report.Server.Screen)
-	if err != nil {
-		return nil, err
-	}
-	_ = spec
 	var pts []ThroughputPoint
 	for _, name := range []string{"random", "scripted"} {
-		newPolicy := func(i int) Policy {
-			if name == "random" {
-				return &Random{W: w, H: h, Rand: rand.New(rand.NewPCG(uint64(n), uint64(i)))}
-			}
-			return &Scripted{}
+		// rollout's own policies: what a rollout run sends is what is measured.
+		var pol rollout.Policy = &rollout.Random{}
+		if name == "scripted" {
+			pol = &rollout.Scripted{Tasks: b.tasks}
 		}
-		p, err := b.rollout(ctx, srv, n, newPolicy)
+		p, err := b.rollout(ctx, srv, n, pol)
 		if err != nil {
 			return nil, fmt.Errorf("%s policy, pool %d: %w", name, n, err)
 		}
@@ -131,29 +131,65 @@ type rolloutCounters struct {
 	rewards  float64
 	lat      []time.Duration
 	resets   []time.Duration
+	phases   map[string]float64 // summed wall ms of counted steps, by phase
 }
 
-// rollout runs n workers for warm-up plus window and measures the window.
-func (b *runner) rollout(ctx context.Context, srv *server, n int, newPolicy func(i int) Policy) (ThroughputPoint, error) {
+// addPhases sums a counted step's info.timings (and the client's wall
+// time outside them, "http") into the phase totals.
+func (c *rolloutCounters) addPhases(res *api.Result, wall time.Duration) {
+	if res.Info == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inside := int64(0)
+	for k, us := range res.Info.Timings {
+		c.phases[strings.TrimSuffix(k, "_us")] += float64(us) / 1000
+		if k == "act_us" || k == "observe_us" || k == "verify_us" {
+			inside += us
+		}
+	}
+	c.phases["http"] += float64(wall.Microseconds()-inside) / 1000
+}
+
+// warmupLimit bounds the wait for every worker's first episode.
+const warmupLimit = 5 * time.Minute
+
+// rollout runs n workers; the warm-up ends once every worker has finished
+// its first episode (the task's golden is built, every env has been
+// through a reset), then the window is measured.
+func (b *runner) rollout(ctx context.Context, srv *server, n int, pol rollout.Policy) (ThroughputPoint, error) {
 	task := b.tasks[b.opts.Task]
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var cnt rolloutCounters
+	cnt := rolloutCounters{phases: map[string]float64{}}
 	errs := make(chan error, n)
+	warm := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			errs <- b.worker(ctx, srv.c, task, newPolicy(i), &cnt)
+			errs <- b.worker(ctx, srv.c, task, pol, int64(n)<<32|int64(i)<<16, &cnt, warm)
 		}(i)
 	}
 	stop := func() { cancel(); wg.Wait() }
-	select {
-	case <-time.After(b.sz.warmup):
-	case err := <-errs:
-		stop()
-		return ThroughputPoint{}, err
+	limit := time.NewTimer(warmupLimit)
+	defer limit.Stop()
+	for ready := 0; ready < n; {
+		select {
+		case <-warm:
+			ready++
+		case err := <-errs:
+			stop()
+			if err == nil {
+				err = ctx.Err()
+			}
+			return ThroughputPoint{}, fmt.Errorf("warm-up: %w", err)
+		case <-limit.C:
+			stop()
+			return ThroughputPoint{}, fmt.Errorf("warm-up: only %d of %d workers finished an episode in %s", ready, n, warmupLimit)
+		}
 	}
 	sampler := StartCPUSampler(os.Getpid(), 250*time.Millisecond)
 	host0, t0 := HostCPUSeconds(), time.Now()
@@ -170,42 +206,50 @@ func (b *runner) rollout(ctx context.Context, srv *server, n int, newPolicy func
 	cpu, host1 := sampler.Stop(), HostCPUSeconds()
 	steps, eps := cnt.steps.Load(), cnt.episodes.Load()
 	stop()
+	if steps == 0 {
+		return ThroughputPoint{}, fmt.Errorf("no step completed in the %s window (%d errors)", b.sz.window, cnt.errors.Load())
+	}
 	cnt.mu.Lock()
 	d, rd := Summarize(cnt.lat), Summarize(cnt.resets)
-	cnt.mu.Unlock()
 	p := ThroughputPoint{
 		Seconds: secs, Steps: steps, Episodes: eps, Errors: cnt.errors.Load(),
 		StepsPerSec: float64(steps) / secs, EpisodesPerMin: float64(eps) / secs * 60,
-		StepP50: d.P50, StepP95: d.P95, ResetP50: rd.P50,
+		StepP50: d.P50, StepP95: d.P95, ResetP50: rd.P50, ResetP95: rd.P95,
+		CPUPerStep:     cpu / float64(steps),
+		HostCPUPerStep: (host1 - host0) / float64(steps),
+		PhaseMS:        map[string]float64{}, CPUByProcess: map[string]float64{},
 	}
-	if steps > 0 {
-		p.CPUPerStep = cpu / float64(steps)
-		p.HostCPUPerStep = (host1 - host0) / float64(steps)
+	for k, v := range cnt.phases {
+		p.PhaseMS[k] = v / float64(steps)
+	}
+	cnt.mu.Unlock()
+	for k, v := range sampler.ByCommand() {
+		p.CPUByProcess[k] = v * 1000 / float64(steps)
 	}
 	if eps > 0 {
 		p.MeanReward = cnt.rewards / float64(eps)
 	}
-	if steps == 0 && p.Errors > 0 {
-		return p, fmt.Errorf("no step completed in %s (%d errors)", b.sz.window, p.Errors)
-	}
 	return p, nil
 }
 
-// worker owns one env: reset, step until the episode ends, repeat, until
-// ctx ends. It returns nil when ctx ends and an error only when the env
-// cannot be reset at all.
-func (b *runner) worker(ctx context.Context, c *Client, task *configs.Task, pol Policy, cnt *rolloutCounters) error {
+// worker owns one env: reset, step with pol until the episode ends, repeat,
+// until ctx ends. It signals warm once, when its first episode ends. It
+// returns nil when ctx ends and an error only when the env cannot be reset
+// or the policy fails.
+func (b *runner) worker(ctx context.Context, c *client.Client, task *configs.Task, pol rollout.Policy, seed int64, cnt *rolloutCounters, warm chan<- struct{}) error {
 	env := ""
 	defer func() {
 		if env != "" {
 			c.Close(context.WithoutCancel(ctx), env)
 		}
 	}()
+	info := api.TaskInfo{ID: task.ID, Instruction: task.Instruction, MaxSteps: task.MaxSteps}
 	have := newHaveSet(32)
 	obs := &api.Observe{Format: aci.FormatPNG}
-	for ctx.Err() == nil {
+	first := true
+	for episode := int64(0); ctx.Err() == nil; episode++ {
 		t0 := time.Now()
-		rr, err := c.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: task.ID}}, Observe: obs, Have: have.list()})
+		rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: task.ID}}, Observe: obs, Have: have.list()})
 		if err == nil && cnt.counting.Load() {
 			cnt.mu.Lock()
 			cnt.resets = append(cnt.resets, time.Since(t0))
@@ -217,16 +261,21 @@ func (b *runner) worker(ctx context.Context, c *Client, task *configs.Task, pol 
 			}
 			return fmt.Errorf("reset: %w", err)
 		}
-		env = rr.Results[0].EnvID
+		res := rr.Results[0]
+		env = res.EnvID
 		have.addReply(rr)
-		pol.Begin(task)
+		agent, err := pol.Start(ctx, info, seed+episode)
+		if err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		turn := rollout.Turn{Task: info, EnvID: env, EpisodeID: res.EpisodeID, Obs: res.Obs}
 		for ctx.Err() == nil {
-			acts := pol.Next()
-			if acts == nil {
-				acts = []aci.Action{{Verb: aci.Done}}
+			dec, err := agent.Act(ctx, turn)
+			if err != nil {
+				return fmt.Errorf("policy: %w", err)
 			}
 			t0 := time.Now()
-			rep, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: acts}}, Observe: obs, Have: have.list()})
+			rep, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: dec.Actions}}, Observe: obs, Have: have.list()})
 			d := time.Since(t0)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -246,6 +295,12 @@ func (b *runner) worker(ctx context.Context, c *Client, task *configs.Task, pol 
 				cnt.mu.Lock()
 				cnt.lat = append(cnt.lat, d)
 				cnt.mu.Unlock()
+				cnt.addPhases(&res, d)
+			}
+			turn.Step++
+			turn.Obs, turn.LastError = res.Obs, nil
+			if res.Info != nil {
+				turn.LastError = res.Info.Error
 			}
 			if res.Terminated || res.Truncated {
 				if cnt.counting.Load() {
@@ -256,6 +311,10 @@ func (b *runner) worker(ctx context.Context, c *Client, task *configs.Task, pol 
 				}
 				break
 			}
+		}
+		if first {
+			first = false
+			warm <- struct{}{}
 		}
 	}
 	return nil

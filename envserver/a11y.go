@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"context"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
 )
@@ -41,7 +42,7 @@ func (s *Server) a11yArgs(e *env, args *wire.ObserveArgs) {
 }
 
 // a11yInto puts the tree a shot carries into obs and stores its full text.
-func (s *Server) a11yInto(obs *aci.Observation, t *aci.A11yTree) {
+func (s *Server) a11yInto(ctx context.Context, obs *aci.Observation, t *aci.A11yTree) {
 	if t == nil {
 		return
 	}
@@ -58,10 +59,8 @@ func (s *Server) a11yInto(obs *aci.Observation, t *aci.A11yTree) {
 	if t.Diff {
 		full = t.FullText
 	}
-	if s.cfg.Store != nil && s.cfg.RecordFrames && full != "" {
-		if err := s.cfg.Store.PutFrame(t.Hash, treeFormat, []byte(full)); err != nil {
-			s.cfg.Logf("envserver: storing tree %s: %v", t.Hash, err)
-		}
+	if s.rec != nil && full != "" {
+		s.rec.put(ctx, recordJob{hash: t.Hash, format: treeFormat, data: []byte(full)})
 	}
 }
 

@@ -23,14 +23,15 @@ type env struct {
 	id       string
 	lastUsed atomic.Int64 // unix nanos
 
-	mu        sync.Mutex
-	closed    bool
-	lease     *pool.Lease // nil after the sandbox died or was released
-	task      *configs.Task
-	ep        *episode
-	lastFrame string
-	display   *aci.Display // descriptor of the frame last delivered: frame coordinates map through it
-	coords    *aci.Coords  // the env's default coordinate space (reset coords); nil: none set
+	mu          sync.Mutex
+	closed      bool
+	lease       *pool.Lease // nil after the sandbox died or was released
+	task        *configs.Task
+	ep          *episode
+	lastFrame   string
+	lastTimings map[string]int64 // the guest's split of the last capture (wire.Shot.Timings)
+	display     *aci.Display     // descriptor of the frame last delivered: frame coordinates map through it
+	coords      *aci.Coords      // the env's default coordinate space (reset coords); nil: none set
 	// shown is ep for readers that must not wait on a call in flight (the
 	// web UI); set with ep.
 	shown  atomic.Pointer[episode]
@@ -331,7 +332,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		data = shot.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
 		s.cache.put(key, data)
-		s.recordFrame(key, data)
+		s.recordFrame(ctx, key, data)
 	case b.have[shot.Hash]:
 		s.m.frames.WithLabelValues("not_modified").Inc()
 	default:
@@ -352,9 +353,10 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		s.m.frames.WithLabelValues("encoded").Inc()
 		key.hash = fresh.Hash
 		s.cache.put(key, data)
-		s.recordFrame(key, data)
+		s.recordFrame(ctx, key, data)
 	}
 	e.lastFrame = shot.Hash
+	e.lastTimings = shot.Timings
 	d := shot.Display
 	e.display = &d
 	if b.have[shot.Hash] {
@@ -364,7 +366,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		Frame: shot.Hash, W: shot.W, H: shot.H, Format: b.obs.Format,
 		Pointer: shot.Pointer, Display: shot.Display,
 	}
-	s.a11yInto(obs, shot.A11y)
+	s.a11yInto(ctx, obs, shot.A11y)
 	return obs, data, settle, nil
 }
 
@@ -387,13 +389,13 @@ func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	return args
 }
 
-func (s *Server) recordFrame(k frameKey, data []byte) {
-	if s.cfg.Store == nil || !s.cfg.RecordFrames || data == nil {
+// recordFrame hands a new frame to the recorder (record_frames): queued,
+// written off the step's path.
+func (s *Server) recordFrame(ctx context.Context, k frameKey, data []byte) {
+	if s.rec == nil || data == nil {
 		return
 	}
-	if err := s.cfg.Store.PutFrame(k.hash, k.format, data); err != nil {
-		s.cfg.Logf("envserver: storing frame %s: %v", k.hash, err)
-	}
+	s.rec.put(ctx, recordJob{hash: k.hash, format: k.format, data: data})
 }
 
 func (s *Server) spec() *api.Spec {

@@ -112,6 +112,7 @@ type Server struct {
 	lim     api.Limits // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
 	cache   *frameCache
+	rec     *frameRecorder // record_frames; nil when off
 	m       *metrics
 	sem     chan struct{} // bounds envs worked on at once
 	ctx     context.Context
@@ -148,6 +149,9 @@ func New(cfg Config) (*Server, error) {
 		episodes: map[string]*episode{},
 	}
 	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
+	if cfg.Store != nil && cfg.RecordFrames {
+		s.rec = newFrameRecorder(cfg.Store, cfg.Logf, s.m.reg)
+	}
 	s.metrics = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	s.http = &fasthttp.Server{
 		Handler: s.handle,
@@ -229,6 +233,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closeEnv(ctx, id)
 	}
 	s.wg.Wait()
+	if s.rec != nil {
+		s.rec.close() // every frame queued is on disk before Shutdown returns
+	}
 	return err
 }
 
@@ -474,6 +481,18 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 }
 
 func (s *Server) writeReply(ctx *fasthttp.RequestCtx, c codec, v any) {
+	if c != codecJSON {
+		// Straight into the response's pooled body buffer: a reply with
+		// frames is megabytes (docs/architecture.md, "Cost of a step").
+		ctx.Response.ResetBody()
+		if err := api.MarshalTo(ctx.Response.BodyWriter(), v); err != nil {
+			ctx.Response.ResetBody()
+			s.writeError(ctx, c, aci.Errorf(aci.CodeInternal, "encode reply: %v", err))
+			return
+		}
+		ctx.SetContentType(c.contentType())
+		return
+	}
 	b, err := c.encode(v)
 	if err != nil {
 		s.writeError(ctx, c, aci.Errorf(aci.CodeInternal, "encode reply: %v", err))

@@ -248,6 +248,11 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
 		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
 			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
+	for k, us := range e.lastTimings {
+		// The guest's split of the capture (settle, capture, encode);
+		// with an action's capture it falls inside act_us.
+		res.Info.Timings[k] = us
+	}
 	if parsed != nil {
 		// What the model's text became, as it ran (screen coordinates).
 		res.Info.Actions, res.Info.Dialect, res.Info.Answer = acts, parsed.Dialect, parsed.Answer

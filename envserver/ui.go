@@ -188,8 +188,14 @@ func (u *uiSource) Frame(hash string) ([]byte, string, error) {
 		return data, format, nil
 	}
 	if st := u.s.cfg.Store; st != nil {
-		for _, f := range []string{aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw} {
+		for _, f := range []string{aci.FormatPNG, aci.FormatJPEG, rawS2Format, aci.FormatRaw} {
 			data, err := st.Frame(hash, f)
+			if err == nil && f == rawS2Format {
+				if data, err = decodeRawS2(data); err != nil {
+					return nil, "", fmt.Errorf("frame %s: %w", hash, err)
+				}
+				return data, aci.FormatRaw, nil
+			}
 			if err == nil {
 				return data, f, nil
 			}

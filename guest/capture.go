@@ -8,17 +8,18 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"image/png"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/rgbpng"
 	"github.com/zeebo/xxh3"
 )
 
@@ -100,6 +101,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		format = aci.FormatPNG
 	}
 	var info *aci.SettleInfo
+	t0 := time.Now()
 	if o.Settle != nil && o.Settle.MaxMS > 0 {
 		afterInput := m != nil || o.AfterInput
 		if m == nil {
@@ -114,16 +116,19 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 			return nil, err
 		}
 	}
+	t1 := time.Now()
 	f, err := s.grab(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	t2 := time.Now()
 	defer func() {
 		if f.rgb != nil && format != aci.FormatRaw {
 			s.x.putBuf(f.rgb)
 		}
 	}()
-	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info}
+	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info,
+		Timings: map[string]int64{"settle_us": t1.Sub(t0).Microseconds(), "capture_us": t2.Sub(t1).Microseconds()}}
 	if shot.A11y, err = s.observeTree(ctx, o); err != nil {
 		return nil, err
 	}
@@ -131,10 +136,12 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		shot.NotModified = true
 		return shot, nil
 	}
+	t3 := time.Now()
 	data, err := encode(f, format, o.Quality)
 	if err != nil {
 		return nil, aci.Errorf(aci.CodeInternal, "encode %s: %v", format, err)
 	}
+	shot.Timings["encode_us"] = time.Since(t3).Microseconds()
 	shot.Data = data
 	return shot, nil
 }
@@ -342,23 +349,22 @@ func (d *display) putBuf(b []byte) {
 }
 
 func encode(f *frame, format string, quality int) ([]byte, error) {
-	if format == aci.FormatRaw {
+	switch format {
+	case aci.FormatRaw:
 		return f.rgb, nil
+	case aci.FormatPNG:
+		// Straight from RGB24, no RGBA copy (docs/architecture.md, "Frames").
+		return rgbpng.Encode(nil, f.rgb, f.w, f.h)
 	}
 	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
 	for i, j := 0, 0; i+3 <= len(f.rgb); i, j = i+3, j+4 {
 		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = f.rgb[i], f.rgb[i+1], f.rgb[i+2], 0xff
 	}
-	var buf bytes.Buffer
-	if format == aci.FormatJPEG {
-		if quality == 0 {
-			quality = defaultJPEGQuality
-		}
-		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
-		return buf.Bytes(), err
+	if quality == 0 {
+		quality = defaultJPEGQuality
 	}
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	err := enc.Encode(&buf, img)
+	var buf bytes.Buffer
+	err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
 	return buf.Bytes(), err
 }
 

@@ -4,6 +4,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -311,20 +312,35 @@ func (c *conn) replyErr(id uint64, err error) { c.send(id, wire.TypeReply, nil, 
 
 func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
 	m := wire.Message{ID: id, Type: typ, Error: e}
+	// A frame's reply is megabytes: encode it into buffers sized up front
+	// and reused, rather than grown by doubling for every step
+	// (docs/architecture.md, "Cost of a step").
+	hint := 0
+	if sh, ok := body.(*wire.Shot); ok {
+		hint = len(sh.Data)
+	}
+	var bodyBuf *bytes.Buffer
 	if body != nil {
-		b, err := msgpack.Marshal(body)
-		if err != nil {
+		bodyBuf = getSendBuf(hint + 4096)
+		defer putSendBuf(bodyBuf)
+		if err := encodeInto(bodyBuf, body); err != nil {
 			m.Error = aci.Errorf(aci.CodeInternal, "encode reply: %v", err)
 		} else {
-			m.Body = b
+			m.Body = bodyBuf.Bytes()
 		}
 	}
-	frame, err := wire.Encode(&m)
-	if err != nil {
+	frameBuf := getSendBuf(len(m.Body) + 512)
+	defer putSendBuf(frameBuf)
+	if err := encodeInto(frameBuf, &m); err != nil {
 		return err
 	}
+	frame := frameBuf.Bytes()
 	if len(frame) > wire.MaxFrame {
-		frame, _ = wire.Encode(&wire.Message{ID: id, Type: typ, Error: aci.Errorf(aci.CodeTooLarge, "reply of %d bytes exceeds the frame limit", len(frame))})
+		var err error
+		frame, err = wire.Encode(&wire.Message{ID: id, Type: typ, Error: aci.Errorf(aci.CodeTooLarge, "reply of %d bytes exceeds the frame limit", len(frame))})
+		if err != nil {
+			return err
+		}
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -334,6 +350,35 @@ func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
 		return err
 	}
 	return nil
+}
+
+// sendBufs holds reply buffers between replies; sendBufMax bounds what one
+// keeps (a larger one is let go).
+var sendBufs sync.Pool
+
+const sendBufMax = 16 << 20
+
+func getSendBuf(n int) *bytes.Buffer {
+	b, _ := sendBufs.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
+	}
+	b.Reset()
+	b.Grow(n)
+	return b
+}
+
+func putSendBuf(b *bytes.Buffer) {
+	if b.Cap() <= sendBufMax {
+		sendBufs.Put(b)
+	}
+}
+
+func encodeInto(buf *bytes.Buffer, v any) error {
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	return enc.Encode(v)
 }
 
 func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) error) (any, error) {

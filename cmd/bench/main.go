@@ -35,9 +35,12 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated subset of: "+strings.Join(bench.Scenarios, ","))
 	pools := flag.String("pools", "", "comma-separated pool sizes for the throughput scenario (default 1,2,4,8,16,32; quick 1,2,4)")
 	verbose := flag.Bool("v", false, "also print the servers' logs")
+	envserver := flag.String("envserver", "", "envserver binary the stepcost scenario runs (default: next to bench, else PATH)")
+	baseline := flag.String("baseline-envserver", "", "an older envserver binary (its guestd beside it) the stepcost scenario also measures, in the same run")
 	flag.Parse()
 
-	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, Logf: log.Printf}
+	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, Logf: log.Printf,
+		Envserver: *envserver, BaselineEnvserver: *baseline}
 	if *verbose {
 		opts.ServerLogf = log.Printf
 	}

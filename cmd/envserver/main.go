@@ -17,6 +17,7 @@ import (
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/stack"
 	"github.com/shinken-rl/shinken/internal/atomicfile"
+	"github.com/shinken-rl/shinken/internal/pprofserve"
 	"github.com/shinken-rl/shinken/pool/process"
 )
 
@@ -35,9 +36,15 @@ func main() {
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
 	quiet := flag.Bool("quiet", false, "log only errors")
+	pprofAddr := flag.String("pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060; off by default")
 	shutdownTimeout := flag.Duration("shutdown-timeout", 60*time.Second, "on SIGTERM, how long in-flight steps may finish before they are cancelled")
 	flag.Parse()
 
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr); err != nil {
+			log.Fatalf("envserver: %v", err)
+		}
+	}
 	cfg, err := configs.LoadServer(*configPath)
 	if err != nil {
 		log.Fatalf("envserver: %v", err)
@@ -125,4 +132,13 @@ func main() {
 		os.Exit(1)
 	}
 	log.Printf("envserver: stopped")
+}
+
+func servePprof(addr string) error {
+	a, err := pprofserve.Serve(addr)
+	if err != nil {
+		return err
+	}
+	log.Printf("envserver: profiler on http://%s/debug/pprof/", a)
+	return nil
 }

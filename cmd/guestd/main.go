@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/guest"
+	"github.com/shinken-rl/shinken/internal/pprofserve"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,6 +65,7 @@ func run() error {
 	scorerUID := flag.Int("scorer-uid", -1, "uid verifiers run as; -1: guestd's own")
 	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
 	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
+	pprofAddr := flag.String("pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback address; off by default")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	// Not dumpable: no process of the same uid (the agent's, where guestd
@@ -73,6 +75,13 @@ func run() error {
 	// become dumpable again at exec.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
+	if *pprofAddr != "" {
+		a, err := pprofserve.Serve(*pprofAddr)
+		if err != nil {
+			return err
+		}
+		log.Printf("guestd: profiler on http://%s/debug/pprof/", a)
 	}
 
 	if os.Getpid() == 1 {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"sort"
 
@@ -15,13 +16,21 @@ import (
 // the same bytes.
 func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true)
-	enc.UseCompactInts(true)
-	if err := enc.Encode(v); err != nil {
+	if err := MarshalTo(&buf, v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// MarshalTo is Marshal writing into w, e.g. a reply's pooled body buffer,
+// so that a reply carrying frames is not built in a buffer of its own first.
+func MarshalTo(w io.Writer, v any) error {
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(w)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	return enc.Encode(v)
 }
 
 func init() {

@@ -237,6 +237,9 @@ type Shot struct {
 	Settle *aci.SettleInfo `msgpack:"settle,omitempty"`
 	// A11y is the structured observation (observe.a11y tree|diff).
 	A11y *aci.A11yTree `msgpack:"a11y,omitempty"`
+	// Timings is where the guest spent the capture, in microseconds:
+	// settle_us, capture_us (read, convert, hash), encode_us.
+	Timings map[string]int64 `msgpack:"timings,omitempty"`
 }
 
 // ActArgs runs one action and, when Observe is set, captures afterwards in the

@@ -1,4 +1,4 @@
-package bench
+package client
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 )
 
 func TestParseMetrics(t *testing.T) {
-	m := parseMetrics([]byte(`# HELP x y
+	m := ParseMetrics([]byte(`# HELP x y
 # TYPE shinken_frames_total counter
 shinken_frames_total{result="encoded"} 12
 shinken_frames_total{result="not_modified"} 3
 shinken_envs 2
 garbage
 `))
-	if got := m[encodedSeries]; got != 12 {
+	if got := m[`shinken_frames_total{result="encoded"}`]; got != 12 {
 		t.Errorf("encoded: got %v; want 12", got)
 	}
 	if got := m["shinken_envs"]; got != 2 {
@@ -54,14 +54,14 @@ func TestClientCountsWireBytes(t *testing.T) {
 		w.Write(b)
 	}))
 	t.Cleanup(srv.Close)
-	c := NewClient(srv.URL, "")
+	c := New(srv.URL, "", nil)
 	t.Cleanup(c.CloseIdle)
 	ctx := context.Background()
 	rep, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: "e1", Action: &aci.Action{Verb: aci.Click}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := frameBytes(rep, rep.Results[0].Obs); got != len(frame) {
+	if got := len(rep.Frames[rep.Results[0].Obs.Frame]); got != len(frame) {
 		t.Errorf("frame bytes: got %d; want %d", got, len(frame))
 	}
 	sent, recv := c.WireBytes()

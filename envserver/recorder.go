@@ -1,0 +1,212 @@
+package envserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/trajectory"
+)
+
+// recordQueue is how many frames may wait to be written; recordBatch is
+// the most the writer takes in one go (one directory fsync per batch).
+const (
+	recordQueue = 32
+	recordBatch = 16
+)
+
+// rawS2Format is how a raw (RGB24) frame is stored: S2-compressed, the same
+// bytes once decoded (docs/architecture.md, "Recording frames").
+const rawS2Format = "raws2"
+
+// maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
+// would be far beyond any screen X serves here).
+const maxRawFrame = 64 << 20
+
+// decodeRawS2 decodes a stored raw frame, refusing one whose declared size
+// is beyond maxRawFrame before allocating.
+func decodeRawS2(b []byte) ([]byte, error) {
+	n, err := s2.DecodedLen(b)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxRawFrame {
+		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
+	}
+	return s2.Decode(nil, b)
+}
+
+// recordJob is one frame (or accessibility tree) to store.
+type recordJob struct {
+	hash, format string
+	data         []byte
+}
+
+// frameRecorder stores what record_frames keeps off the step's path
+// (docs/architecture.md, "Recording frames"): a step hands the frame to a
+// bounded queue and goes on; one writer takes batches, compresses raw
+// frames to PNG (the same pixels, so the same hash) and writes them with one
+// directory fsync per batch. When the queue is full the step waits for room
+// (counted and logged); a frame is dropped only when the step's deadline
+// passes first or the server is shutting down, and then it is counted and
+// logged, never silently.
+type frameRecorder struct {
+	store *trajectory.Store
+	logf  func(string, ...any)
+	m     *recordMetrics
+
+	mu     sync.RWMutex // held shared by senders; close takes it whole
+	closed bool
+	q      chan recordJob
+	done   chan struct{}
+
+	scratch []byte // the writer's S2 buffer
+
+	logMu   sync.Mutex
+	lastLog map[string]time.Time // by message
+}
+
+type recordMetrics struct {
+	written  prometheus.Counter
+	failed   prometheus.Counter
+	full     prometheus.Counter
+	dropped  prometheus.Counter
+	queued   prometheus.GaugeFunc
+	batchSec prometheus.Histogram
+}
+
+func newFrameRecorder(store *trajectory.Store, logf func(string, ...any), reg *prometheus.Registry) *frameRecorder {
+	r := &frameRecorder{store: store, logf: logf, q: make(chan recordJob, recordQueue), done: make(chan struct{})}
+	r.m = newRecordMetrics(r, reg)
+	go r.run()
+	return r
+}
+
+func newRecordMetrics(r *frameRecorder, reg *prometheus.Registry) *recordMetrics {
+	m := &recordMetrics{
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_recorded_total", Help: "Frames and trees record_frames handed to the store."}),
+		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_failures_total", Help: "Batches of frames the store could not write in full (the log says why)."}),
+		full:    prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_queue_full_total", Help: "Steps that found the recording queue full and waited for room."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_frames_record_dropped_total", Help: "Frames not recorded: the queue stayed full past the step's deadline, or the server was shutting down."}),
+		queued: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frames_record_queued", Help: "Frames waiting to be written."},
+			func() float64 { return float64(len(r.q)) }),
+		batchSec: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_frames_record_batch_seconds", Help: "Time to compress and write one batch of recorded frames.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5}}),
+	}
+	for _, c := range []prometheus.Collector{m.written, m.failed, m.full, m.dropped, m.queued, m.batchSec} {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// put queues a job; it waits for room while ctx allows.
+func (r *frameRecorder) put(ctx context.Context, j recordJob) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		r.m.dropped.Inc()
+		r.logLimited("envserver: frame %s.%s not recorded: the server is shutting down", j.hash, j.format)
+		return
+	}
+	select {
+	case r.q <- j:
+		return
+	default:
+	}
+	r.m.full.Inc()
+	r.logLimited("envserver: frame recording queue full (%d frames): the step waits for the disk", recordQueue)
+	select {
+	case r.q <- j:
+	case <-ctx.Done():
+		r.m.dropped.Inc()
+		r.logLimited("envserver: frame %s.%s not recorded: the recording queue stayed full past the step's deadline", j.hash, j.format)
+	}
+}
+
+// logLimited logs each message at most once a second.
+func (r *frameRecorder) logLimited(format string, args ...any) {
+	r.logMu.Lock()
+	if r.lastLog == nil {
+		r.lastLog = map[string]time.Time{}
+	}
+	ok := time.Since(r.lastLog[format]) >= time.Second
+	if ok {
+		r.lastLog[format] = time.Now()
+	}
+	r.logMu.Unlock()
+	if ok {
+		r.logf(format, args...)
+	}
+}
+
+// close stops taking jobs and returns once everything queued is written.
+func (r *frameRecorder) close() {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.q)
+	}
+	r.mu.Unlock()
+	<-r.done
+}
+
+func (r *frameRecorder) run() {
+	defer close(r.done)
+	batch := make([]recordJob, 0, recordBatch)
+	for j := range r.q {
+		batch = append(batch[:0], j)
+	drain:
+		for len(batch) < recordBatch {
+			select {
+			case j, ok := <-r.q:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		r.write(batch)
+	}
+}
+
+func (r *frameRecorder) write(batch []recordJob) {
+	t0 := time.Now()
+	files := make([]trajectory.FrameFile, 0, len(batch))
+	seen := map[string]bool{}
+	for _, j := range batch {
+		f := trajectory.FrameFile{Hash: j.hash, Format: j.format, Data: j.data}
+		if j.format == aci.FormatRaw {
+			// Stored compressed whatever the delivery format, with a
+			// lossless compressor several times cheaper than PNG's deflate.
+			// Into the writer's own scratch (S2 wants its worst case,
+			// megabytes, up front); only the few KiB it needs are kept.
+			n := s2.MaxEncodedLen(len(j.data))
+			if n < 0 {
+				r.m.failed.Inc()
+				r.logf("envserver: frame %s of %d bytes is too large to compress", j.hash, len(j.data))
+				continue
+			}
+			if cap(r.scratch) < n {
+				r.scratch = make([]byte, n)
+			}
+			f.Format, f.Data = rawS2Format, bytes.Clone(s2.Encode(r.scratch, j.data))
+		}
+		if k := f.Hash + "." + f.Format; !seen[k] {
+			seen[k] = true
+			files = append(files, f)
+		}
+	}
+	if err := r.store.PutFrames(files); err != nil {
+		r.m.failed.Inc()
+		r.logf("envserver: storing frames: %v", err)
+	}
+	r.m.written.Add(float64(len(files)))
+	r.m.batchSec.Observe(time.Since(t0).Seconds())
+}
