@@ -22,9 +22,9 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
-	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = 2*pool+8
+	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what the host's memory holds (pool.DesktopBytes each), at least 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
-	LeaseTimeout       Duration    `json:"lease_timeout"`        // wait for a free sandbox before pool_exhausted
+	LeaseTimeout       Duration    `json:"lease_timeout"`        // longest a reset queues for a sandbox before pool_exhausted; 0 = its whole reset_timeout
 	State              string      `json:"state"`                // trajectories, frames and sandbox state live here
 	RecordFrames       bool        `json:"record_frames"`        // store observed frames beside trajectories
 	MaxEpisodes        int         `json:"max_episodes"`         // trajectories kept on disk (oldest dropped)

@@ -85,9 +85,15 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", cfg.Provider, err)
 	}
+	// A reset queues for its sandbox for as long as its own deadline allows
+	// unless the config bounds the wait below it (docs/architecture.md, "Bursts").
+	leaseTimeout := time.Duration(cfg.LeaseTimeout)
+	if leaseTimeout <= 0 {
+		leaseTimeout = time.Duration(cfg.ResetTimeout)
+	}
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
-		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
+		LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
 		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})
 	if err != nil {
