@@ -38,6 +38,9 @@ type Server struct {
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
 	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
 	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone
+	MaxCheckpoints     int         `json:"max_checkpoints"`      // named checkpoints held at once
+	MaxCheckpointBytes int64       `json:"max_checkpoint_bytes"` // bytes their snapshots hold in all
+	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
 	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
 	MaxConns           int         `json:"max_conns"`            // open connections

@@ -111,7 +111,8 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, MaxSteps: cfg.MaxSteps, PoolSize: cfg.Pool, Logf: logf,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
-		Screen: api.Size{W: w, H: h},
+		Screen:         api.Size{W: w, H: h},
+		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
 	})
 	if err != nil {
 		return nil, err
