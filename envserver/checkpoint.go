@@ -175,6 +175,7 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 	s.ckpts.bytes += ck.bytes
 	s.ckpts.mu.Unlock()
 	s.m.checkpoints.WithLabelValues("ok").Inc()
+	s.cfg.Logf("envserver: checkpoint %s of env %s at step %d: snapshot %s, %d bytes", ck.id, ck.envID, ck.step, snap, ck.bytes)
 	return s.describe(ck, time.Now()), nil
 }
 
