@@ -196,6 +196,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	return p, nil
 }
 
+// MaxSandboxes is the cap on live sandboxes the pool runs under.
+func (p *Pool) MaxSandboxes() int { return p.cfg.MaxSandboxes }
+
 // Capabilities returns the provider's descriptor.
 func (p *Pool) Capabilities() Capabilities { return p.caps }
 

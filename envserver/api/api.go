@@ -205,9 +205,12 @@ type ObservationSpec struct {
 
 // PoolSpec describes the sandbox pool honestly.
 type PoolSpec struct {
-	Provider     string `msgpack:"provider" json:"provider"`
-	Size         int    `msgpack:"size" json:"size"`
-	Warm         int    `msgpack:"warm" json:"warm"`
+	Provider string `msgpack:"provider" json:"provider"`
+	Size     int    `msgpack:"size" json:"size"`
+	Warm     int    `msgpack:"warm" json:"warm"`
+	// MaxSandboxes caps the live sandboxes (envs, warm ones, replicas);
+	// resets beyond it queue until their reset_timeout.
+	MaxSandboxes int    `msgpack:"max_sandboxes" json:"max_sandboxes"`
 	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
 	// Checkpoint says POST /v1/checkpoint is served (the provider can

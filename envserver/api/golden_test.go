@@ -170,7 +170,7 @@ func goldenValues() map[string]any {
 				Screen:  &Size{W: 1280, H: 800},
 			},
 			Tasks: []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
-			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
+			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, MaxSandboxes: 16, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
 			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxDecodeFactor: 48,
 				MaxCheckpoints: 64, MaxCheckpointBytes: 4 << 30, CheckpointTTLS: 600},
 		},
