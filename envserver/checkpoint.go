@@ -173,10 +173,11 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 	ck.lastUsed = time.Now()
 	s.ckpts.byID[ck.id] = ck
 	s.ckpts.bytes += ck.bytes
+	reply := s.describe(ck, ck.lastUsed)
 	s.ckpts.mu.Unlock()
 	s.m.checkpoints.WithLabelValues("ok").Inc()
 	s.cfg.Logf("envserver: checkpoint %s of env %s at step %d: snapshot %s, %d bytes", ck.id, ck.envID, ck.step, snap, ck.bytes)
-	return s.describe(ck, time.Now()), nil
+	return reply, nil
 }
 
 // admitCheckpoint counts a checkpoint being taken against the count cap,
@@ -196,7 +197,7 @@ func (s *Server) admitCheckpoint() error {
 	return nil
 }
 
-// describe is ck on the wire (ckpts.mu held or ck not yet shared).
+// describe is ck on the wire (ckpts.mu held).
 func (s *Server) describe(ck *checkpoint, now time.Time) *api.Checkpoint {
 	left := s.cfg.CheckpointTTL - now.Sub(ck.lastUsed)
 	return &api.Checkpoint{
