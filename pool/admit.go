@@ -69,11 +69,11 @@ func (a *admission) wait(ch <-chan struct{}) error {
 }
 
 // DesktopBytes is the memory one live desktop is budgeted (Xvfb, window
-// manager, guestd and a task's apps; measured per live desktop in
-// docs/architecture.md, "Bursts", with headroom for apps that grow). The
-// default MaxSandboxes is the number of such desktops that fit in most of
-// the host's memory.
-const DesktopBytes = 96 << 20
+// manager, guestd and a task's apps). Measured in docs/architecture.md,
+// "Bursts": ~36 MiB proportional set per xterm desktop; the budget leaves
+// room for heavier apps. The default MaxSandboxes is the number of such
+// desktops that fit in 3/4 of the host's memory.
+const DesktopBytes = 64 << 20
 
 // hostDesktops is how many desktops of DesktopBytes fit in 3/4 of the
 // host's memory (0 when it cannot be read).
