@@ -190,6 +190,9 @@ const (
 	CodeInternal        Code = "internal"
 	CodeScorerError     Code = "scorer_error" // the verifier gave no valid verdict
 	CodeAgentError      Code = "agent_error"  // the agent broke what it acted on (its session, pids, memory)
+	// CodeCheckpointLimit: a new checkpoint would exceed the server's
+	// count or bytes of checkpoints; delete some (docs/api.md, "Checkpoints").
+	CodeCheckpointLimit Code = "checkpoint_limit"
 	// Guest-side codes that stay inside the host⇄guest protocol or surface
 	// through info.error.
 	CodeBusy         Code = "busy"          // guest concurrency limit reached

@@ -35,6 +35,7 @@ var Codes = map[Code]Blame{
 	CodeNotFound:        {404, FaultRequest},
 	CodeUnsupported:     {501, FaultRequest},
 	CodeEpisodeOver:     {409, FaultRequest},
+	CodeCheckpointLimit: {429, FaultRequest},
 	CodeInvalidAction:   {422, FaultAgent},
 	CodeUnknownVerb:     {422, FaultAgent},
 	CodeDialectError:    {422, FaultAgent},

@@ -22,9 +22,9 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
-	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = 2*pool+8
+	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what the host's memory holds (pool.DesktopBytes each), at least 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
-	LeaseTimeout       Duration    `json:"lease_timeout"`        // wait for a free sandbox before pool_exhausted
+	LeaseTimeout       Duration    `json:"lease_timeout"`        // longest a reset queues for a sandbox before pool_exhausted; 0 = its whole reset_timeout
 	State              string      `json:"state"`                // trajectories, frames and sandbox state live here
 	RecordFrames       bool        `json:"record_frames"`        // store observed frames beside trajectories
 	MaxEpisodes        int         `json:"max_episodes"`         // trajectories kept on disk (oldest dropped)
@@ -38,6 +38,9 @@ type Server struct {
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
 	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
 	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone
+	MaxCheckpoints     int         `json:"max_checkpoints"`      // named checkpoints held at once
+	MaxCheckpointBytes int64       `json:"max_checkpoint_bytes"` // bytes their snapshots hold in all
+	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
 	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
 	MaxConns           int         `json:"max_conns"`            // open connections

@@ -41,6 +41,35 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	if got := done.Results[0].Reward; got != 1 {
 		t.Errorf("forked container: got reward %v; want 1 (inherits the parent's file)", got)
 	}
+	// A named checkpoint of the same episode: a committed layer the server
+	// owns; two containers from it inherit the file and start alike.
+	var ck api.Checkpoint
+	if _, _, err := s.Call("/v1/checkpoint", api.CheckpointRequest{EnvID: envs[0]}, &ck); err != nil || ck.Bytes <= 0 {
+		t.Fatalf("checkpoint: %+v, %v; want one holding bytes", ck, err)
+	}
+	var cr api.BatchReply
+	if _, _, err := s.Call("/v1/fork", api.ForkRequest{Checkpoint: ck.CheckpointID, N: 2}, &cr); err != nil {
+		t.Fatalf("fork of checkpoint: %v", err)
+	}
+	var kids []string
+	for _, res := range cr.Results {
+		kids = append(kids, res.EnvID)
+		if res.Error != nil || res.Info.Checkpoint != ck.CheckpointID {
+			t.Fatalf("child of checkpoint: %+v", res)
+		}
+	}
+	defer closeEnvs(s, kids...)
+	if cr.Results[0].Obs.Frame != cr.Results[1].Obs.Frame {
+		t.Errorf("containers from one checkpoint start on different frames")
+	}
+	kd := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: kids[0], Action: &aci.Action{Verb: aci.Done}}, {EnvID: kids[1], Action: &aci.Action{Verb: aci.Done}}}})
+	if kd.Results[0].Reward != 1 || kd.Results[1].Reward != 1 {
+		t.Errorf("containers from the checkpoint: rewards %v, %v; want 1 (the checkpoint's file)", kd.Results[0].Reward, kd.Results[1].Reward)
+	}
+	var del api.CheckpointDeleteReply
+	if err := ckRequest(t, s, "DELETE", "/v1/checkpoint/"+ck.CheckpointID, &del); err != nil || !del.Deleted {
+		t.Errorf("delete checkpoint: %+v, %v", del, err)
+	}
 	rewards, _ := play(t, s, envs[1:], [][][]aci.Action{s.Tasks[ids[1]].Solution})
 	if rewards[0] != 1 {
 		t.Errorf("%s in a container: got reward %v; want 1", ids[1], rewards[0])

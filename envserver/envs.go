@@ -409,8 +409,8 @@ func (s *Server) spec() *api.Spec {
 			Default: s.cfg.DefaultObserve,
 		},
 		Pool: api.PoolSpec{
-			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
+			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.pool.MaxSandboxes(),
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
 		Limits: s.lim,
 	}

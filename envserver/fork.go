@@ -7,13 +7,31 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/trajectory"
 )
+
+// origin is the state the children of a fork start from: a live env's
+// now, or a named checkpoint's.
+type origin struct {
+	task             *configs.Task
+	envID, episodeID string
+	step, maxSteps   int
+	frame            string
+	seed             *int64
+	coords           *aci.Coords
+	display          *aci.Display
+	checkpoint       string
+}
 
 func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchReply, error) {
 	if req.N < 1 {
 		return nil, aci.Errorf(aci.CodeBadRequest, "fork n must be at least 1")
+	}
+	if (req.EnvID == "") == (req.Checkpoint == "") {
+		return nil, aci.Errorf(aci.CodeBadRequest, "fork: give env_id or checkpoint (one of them)")
 	}
 	if err := s.checkBatch(req.N); err != nil {
 		return nil, err
@@ -22,45 +40,68 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.getEnv(req.EnvID)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
 	defer cancel()
-	src.mu.Lock()
-	switch {
-	case src.closed || src.ep == nil:
+	var leases []*pool.Lease
+	var o origin
+	if req.Checkpoint != "" {
+		ck, done, err := s.useCheckpoint(req.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		o = origin{task: ck.task, envID: ck.envID, episodeID: ck.episodeID, step: ck.step, maxSteps: ck.maxSteps,
+			frame: ck.frame, seed: ck.seed, coords: ck.coords, display: ck.display, checkpoint: ck.id}
+		leases, err = s.pool.ForkSnapshot(ctx, ck.snap, req.N)
+		if err != nil {
+			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
+			return nil, fmt.Errorf("fork checkpoint %s: %w", ck.id, err)
+		}
+	} else {
+		src, err := s.getEnv(req.EnvID)
+		if err != nil {
+			return nil, err
+		}
+		src.mu.Lock()
+		switch {
+		case src.closed || src.ep == nil:
+			src.mu.Unlock()
+			return nil, aci.Errorf(aci.CodeNotFound, "env %q has no episode to fork", req.EnvID)
+		case src.ep.over:
+			src.mu.Unlock()
+			return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over: fork a live episode", src.ep.traj.EpisodeID)
+		case src.lease == nil || src.lease.Err() != nil:
+			s.died(src, src.leaseErr())
+			src.mu.Unlock()
+			return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
+		}
+		leases, err = s.pool.Fork(ctx, src.lease, req.N)
+		o = origin{task: src.task, envID: src.id, episodeID: src.ep.traj.EpisodeID, step: src.ep.step, maxSteps: src.ep.maxSteps,
+			frame: src.lastFrame, seed: src.ep.traj.Seed, coords: src.coords, display: src.display}
 		src.mu.Unlock()
-		return nil, aci.Errorf(aci.CodeNotFound, "env %q has no episode to fork", req.EnvID)
-	case src.ep.over:
-		src.mu.Unlock()
-		return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over: fork a live episode", src.ep.traj.EpisodeID)
-	case src.lease == nil || src.lease.Err() != nil:
-		s.died(src, src.leaseErr())
-		src.mu.Unlock()
-		return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
+		if err != nil {
+			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
+			return nil, fmt.Errorf("fork %s: %w", req.EnvID, err)
+		}
 	}
-	leases, err := s.pool.Fork(ctx, src.lease, req.N)
-	task, parentEp, parentStep, parentFrame := src.task, src.ep.traj.EpisodeID, src.ep.step, src.lastFrame
-	seed, maxSteps, coords, display := src.ep.traj.Seed, src.ep.maxSteps, src.coords, src.display
-	src.mu.Unlock()
-	if err != nil {
-		s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
-		return nil, fmt.Errorf("fork %s: %w", req.EnvID, err)
-	}
+	task := o.task
 	slots := make([]slot, len(leases))
 	groups := make([]string, len(leases))
 	for i := range groups {
 		groups[i] = "fork"
 	}
 	s.fanOut(ctx, len(leases), groups, func(ctx context.Context, i int) {
-		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: parentFrame, coords: coords, display: display}
+		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: o.frame, coords: o.coords, display: o.display}
 		e.lastUsed.Store(time.Now().UnixNano())
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		ep := s.startEpisode(e, task, seed, parentEp)
-		ep.step, ep.maxSteps = parentStep, maxSteps
+		ep := s.startEpisode(e, task, o.seed, o.episodeID)
+		ep.step, ep.maxSteps = o.step, o.maxSteps
+		if o.checkpoint != "" {
+			ep.mu.Lock()
+			ep.traj.Checkpoint = o.checkpoint
+			ep.mu.Unlock()
+		}
 		s.register(e, true)
 		fail := func(err error) {
 			s.died(e, err)
@@ -79,7 +120,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 		ep.traj.InitFrame = obs.Frame
 		ep.mu.Unlock()
 		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: parentStep, Task: task.ID, ForkOf: req.EnvID, Settle: settle, MaxSteps: maxSteps}}, data: data}
+			Info: &api.Info{Step: o.step, Task: task.ID, ForkOf: o.envID, Checkpoint: o.checkpoint, Settle: settle, MaxSteps: o.maxSteps}}, data: data}
 	})
 	for _, sl := range slots {
 		s.m.forks.WithLabelValues(outcomeOf(sl.res.Error)).Inc()

@@ -14,6 +14,7 @@ type metrics struct {
 	resets       *prometheus.CounterVec   // outcome
 	steps        *prometheus.CounterVec   // outcome
 	forks        *prometheus.CounterVec   // outcome
+	checkpoints  *prometheus.CounterVec   // outcome
 	stepSecs     prometheus.Histogram     // one env's step, server side
 	reqSecs      *prometheus.HistogramVec // route
 	frames       *prometheus.CounterVec   // result: encoded|not_modified|cache_hit|cache_miss
@@ -31,6 +32,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.resets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_resets_total", Help: "Env resets by outcome (ok or error code)."}, []string{"outcome"})
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_steps_total", Help: "Env steps by outcome (ok, an error code, or replayed: a resent step answered from storage)."}, []string{"outcome"})
 	m.forks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_forks_total", Help: "Forked envs by outcome (ok or error code)."}, []string{"outcome"})
+	m.checkpoints = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_checkpoints_total", Help: "Checkpoints asked for by outcome (ok or error code)."}, []string{"outcome"})
 	m.stepSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shinken_step_seconds", Help: "Server-side latency of one env's step (actions + observation).",
 		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}})
 	m.reqSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shinken_request_seconds", Help: "HTTP request latency by route.",
@@ -41,7 +43,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	m.episodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_episodes_total", Help: "Finished episodes by exit reason."}, []string{"exit_reason"})
 	m.saveFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "shinken_episode_save_failures_total", Help: "Episodes that could not be written to disk (journal or final save); the reply's save_error and the log say why."})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "shinken_inflight_requests", Help: "Reset, step, fork and close requests being served."})
-	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
+	for _, c := range []prometheus.Collector{m.inflight, m.saveFailures, m.requests, m.resets, m.steps, m.forks, m.checkpoints, m.stepSecs, m.reqSecs, m.frames, m.framesSent, m.bytesSent, m.episodes} {
 		f(c)
 	}
 	// Series with a closed label set exist from the start, so a reader
@@ -60,6 +62,8 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	poolGauge("leased", func(s pool.Stats) int { return s.Leased })
 	poolGauge("booting", func(s pool.Stats) int { return s.Booting })
 	poolGauge("replica", func(s pool.Stats) int { return s.Replicas })
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_queued", Help: "Callers queued for a sandbox or for room under max_sandboxes (served first come, first served)."},
+		func() float64 { return float64(p.Stats().Queued) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_deaths_total", Help: "Sandboxes that died (Xvfb, WM or guestd gone)."},
 		func() float64 { return float64(p.Stats().Deaths) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boots_total", Help: "Sandboxes booted (cold, restored or forked)."},

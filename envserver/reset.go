@@ -27,6 +27,9 @@ func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*api.BatchRe
 	groups := make([]string, len(req.Envs))
 	for i, re := range req.Envs {
 		groups[i] = re.Task
+		if re.Checkpoint != "" {
+			groups[i] = "checkpoint " + re.Checkpoint
+		}
 	}
 	s.fanOut(ctx, len(req.Envs), groups, func(ctx context.Context, i int) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.ResetTimeout)
@@ -62,13 +65,42 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	fail := func(envID string, err error) slot {
 		return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
 	}
-	task := s.cfg.Tasks[re.Task]
+	taskID := re.Task
+	var ck *checkpoint // the named checkpoint the episode starts from, if any
+	if re.Checkpoint != "" {
+		c, done, err := s.useCheckpoint(re.Checkpoint)
+		if err != nil {
+			return fail(re.EnvID, err)
+		}
+		defer done()
+		if taskID != "" && taskID != c.task.ID {
+			return fail(re.EnvID, aci.Errorf(aci.CodeBadRequest, "reset task %q, but checkpoint %s is of task %q", taskID, c.id, c.task.ID))
+		}
+		ck, taskID = c, c.task.ID
+	}
+	task := s.cfg.Tasks[taskID]
 	if task == nil {
-		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", re.Task))
+		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", taskID))
 	}
 	coords, maxSteps, err := s.episodeKnobs(re, task)
 	if err != nil {
 		return fail(re.EnvID, err)
+	}
+	seed, forkOf := re.Seed, ""
+	if ck != nil {
+		// The episode goes on from the checkpoint: its budget, coordinate
+		// space and seed, unless the reset lowers or names its own.
+		maxSteps = ck.maxSteps
+		if re.MaxSteps > 0 {
+			maxSteps = min(maxSteps, re.MaxSteps)
+		}
+		if re.Coords == nil {
+			coords = ck.coords
+		}
+		if seed == nil {
+			seed = ck.seed
+		}
+		forkOf = ck.episodeID
 	}
 	var e *env
 	if re.EnvID != "" {
@@ -92,13 +124,25 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		e.lease = nil
 	}
 	t0 := time.Now()
-	lease, err := s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
-		return runSetup(ctx, l, task)
-	})
+	var lease *pool.Lease
+	if ck != nil {
+		lease, err = s.pool.LeaseSnapshot(ctx, ck.snap)
+	} else {
+		lease, err = s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
+			return runSetup(ctx, l, task)
+		})
+	}
 	leaseDur := time.Since(t0)
-	ep := s.startEpisode(e, task, re.Seed, "")
+	ep := s.startEpisode(e, task, seed, forkOf)
 	ep.maxSteps = maxSteps
 	e.coords, e.display = coords, nil
+	info := &api.Info{Step: 0, Task: task.ID}
+	if ck != nil {
+		ep.mu.Lock()
+		ep.step, ep.traj.Checkpoint = ck.step, ck.id
+		ep.mu.Unlock()
+		info.Step, info.ForkOf, info.Checkpoint = ck.step, ck.envID, ck.id
+	}
 	if err != nil {
 		reason := trajectory.SetupError
 		var se *setupError
@@ -111,7 +155,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		s.finishEpisode(e, reason)
 		res := fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
 		res.res.EpisodeID = ep.traj.EpisodeID
-		res.res.Info = &api.Info{Task: task.ID, ExitReason: string(reason)}
+		info.ExitReason = string(reason)
+		res.res.Info = info
 		s.register(e, re.EnvID == "")
 		return res
 	}
@@ -136,12 +181,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	ep.traj.InitFrame, ep.traj.InitTree = obs.Frame, obs.Tree
 	ep.mu.Unlock()
 	s.register(e, re.EnvID == "")
-	return slot{
-		res: api.Result{
-			EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
-			Info: &api.Info{Step: 0, Task: task.ID, Settle: settle, MaxSteps: maxSteps, Timings: map[string]int64{
-				"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}},
-		},
-		data: data,
-	}
+	info.Settle, info.MaxSteps = settle, maxSteps
+	info.Timings = map[string]int64{"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}
+	return slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Info: info}, data: data}
 }

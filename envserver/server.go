@@ -44,6 +44,13 @@ type Config struct {
 	DefaultObserve  api.Observe   // used when a request carries none; default png, settled by configs.DefaultSettle
 	MaxSteps        int           // cap on any episode's step budget; 0: the task's alone
 	PoolSize        int           // the pool's warm size, as /v1/spec reports it
+	// Named checkpoints (docs/api.md, "Checkpoints"): at most
+	// MaxCheckpoints (default 64) live at once, holding MaxCheckpointBytes
+	// (default 4 GiB) of snapshots in all; one unused for CheckpointTTL
+	// (default 10 min) is deleted.
+	MaxCheckpoints     int
+	MaxCheckpointBytes int64
+	CheckpointTTL      time.Duration
 	// Connection limits: MaxConns bounds open connections (default 1024),
 	// MaxConnsPerIP those from one address (default 256); ReadTimeout
 	// bounds reading one request, headers and body (default 2 min: a
@@ -77,6 +84,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResetTimeout <= 0 {
 		c.ResetTimeout = 120 * time.Second
+	}
+	if c.MaxCheckpoints <= 0 {
+		c.MaxCheckpoints = 64
+	}
+	if c.MaxCheckpointBytes <= 0 {
+		c.MaxCheckpointBytes = 4 << 30
+	}
+	if c.CheckpointTTL <= 0 {
+		c.CheckpointTTL = 10 * time.Minute
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 1024
@@ -120,6 +136,8 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics fasthttp.RequestHandler
 	ui      fasthttp.RequestHandler // the web UI at /ui; does its own auth (header or session cookie)
+
+	ckpts checkpoints // named checkpoints
 
 	mu       sync.Mutex
 	envs     map[string]*env
@@ -176,6 +194,14 @@ func New(cfg Config) (*Server, error) {
 		ContinueHandler: s.authorizedHeader,
 	}
 	s.ui = s.startUI()
+	s.ckpts.byID = map[string]*checkpoint{}
+	s.checkpointGauges()
+	if s.checkpointsServed() {
+		s.lim.MaxCheckpoints, s.lim.MaxCheckpointBytes = cfg.MaxCheckpoints, cfg.MaxCheckpointBytes
+		s.lim.CheckpointTTLS = int64(cfg.CheckpointTTL / time.Second)
+		s.wg.Add(1)
+		go s.reapCheckpoints()
+	}
 	s.wg.Add(1)
 	go s.reapIdle()
 	return s, nil
@@ -236,6 +262,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rec != nil {
 		s.rec.close() // every frame queued is on disk before Shutdown returns
 	}
+	s.deleteAllCheckpoints()
 	return err
 }
 
@@ -346,7 +373,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	c := codecFor(ctx.Request.Header.ContentType())
-	if !ctx.IsPost() && !ctx.IsGet() {
+	if !ctx.IsPost() && !ctx.IsGet() && !(route == "checkpoint" && ctx.IsDelete()) {
 		s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "method %s not allowed", ctx.Method()))
 		return
 	}
@@ -354,7 +381,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, c, aci.Errorf(aci.CodeUnauthorized, "missing or wrong bearer token"))
 		return
 	}
-	if ctx.IsGet() && ctx.Request.Header.Peek("Accept") != nil && strings.Contains(string(ctx.Request.Header.Peek("Accept")), "json") {
+	if !ctx.IsPost() && ctx.Request.Header.Peek("Accept") != nil && strings.Contains(string(ctx.Request.Header.Peek("Accept")), "json") {
 		c = codecJSON
 	}
 	switch route {
@@ -370,6 +397,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.writeReply(ctx, c, t)
+	case "checkpoint":
+		s.m.inflight.Inc()
+		defer s.m.inflight.Dec()
+		s.serveCheckpoint(ctx, c, path)
 	case "reset", "step", "fork", "close":
 		if !ctx.IsPost() {
 			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
@@ -412,6 +443,9 @@ func routeOf(path string) string {
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
+	}
+	if path == "/v1/checkpoint" || strings.HasPrefix(path, "/v1/checkpoint/") {
+		return "checkpoint"
 	}
 	if path == "/ui" || strings.HasPrefix(path, "/ui/") {
 		return "ui"

@@ -3,27 +3,34 @@ package pool
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"golang.org/x/sync/errgroup"
 )
 
-// reserve counts n sandboxes against MaxSandboxes, waiting (evicting idle
-// replicas of other goldens) up to LeaseTimeout.
+// reserve counts n sandboxes against MaxSandboxes. Callers short of room
+// queue first come, first served, evicting idle replicas (of goldens other
+// than keep) and warm general sandboxes to make it, up to LeaseTimeout or
+// ctx's deadline.
 func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 	if n > p.cfg.MaxSandboxes {
-		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise Config.MaxSandboxes (--pool)", n, p.cfg.MaxSandboxes)
+		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise max_sandboxes (Config.MaxSandboxes)", n, p.cfg.MaxSandboxes)
 	}
-	timer := time.NewTimer(p.cfg.LeaseTimeout)
-	defer timer.Stop()
+	a := p.admission(ctx, fmt.Sprintf("room for %d sandbox(es)", n))
+	defer a.stop()
+	w := &waiter{n: n}
 	waiting := false
+	p.mu.Lock()
+	p.roomQ = append(p.roomQ, w)
+	p.mu.Unlock()
 	defer func() {
+		p.mu.Lock()
+		p.roomQ = p.roomQ.without(w)
 		if waiting {
-			p.mu.Lock()
 			p.wanted -= n
-			p.mu.Unlock()
 		}
+		p.signalLocked()
+		p.mu.Unlock()
 	}()
 	for {
 		p.mu.Lock()
@@ -31,7 +38,8 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 			p.mu.Unlock()
 			return p.closedErr()
 		}
-		if p.live+n <= p.cfg.MaxSandboxes {
+		first := p.roomQ.first(w)
+		if first && p.live+n <= p.cfg.MaxSandboxes {
 			p.live += n
 			p.mu.Unlock()
 			return nil
@@ -41,22 +49,20 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 			p.wanted += n
 		}
 		var evict *member
-		if evict = p.evictReplicaLocked(keep); evict == nil && len(p.warm) > 0 {
-			// Warm general sandboxes are refilled later; make room now.
-			evict = p.warm[0]
-			p.warm = p.warm[1:]
+		if first {
+			if evict = p.evictReplicaLocked(keep); evict == nil && len(p.warm) > 0 {
+				// Warm general sandboxes are refilled later; make room now.
+				evict = p.warm[0]
+				p.warm = p.warm[1:]
+			}
 		}
 		ch := p.changed
 		p.mu.Unlock()
 		if evict != nil {
 			p.retire(evict)
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("pool: reserve: %w", ctx.Err())
-		case <-timer.C:
-			return p.exhausted(fmt.Sprintf("room for %d sandbox(es)", n))
+		if err := a.wait(ch); err != nil {
+			return err
 		}
 	}
 }
@@ -65,37 +71,42 @@ func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
 // caller. It fails with ErrUnsupported when the provider cannot fork.
 func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 	if p.forker == nil {
-		return nil, Errorf(ErrUnsupported, aci.CodeUnsupported, "pool: provider %s cannot fork (snapshot_kind %s)", p.caps.Provider, p.caps.SnapshotKind)
+		return nil, p.unsupported("fork")
 	}
 	if n < 1 {
 		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
 	}
-	if err := src.Err(); err != nil {
-		return nil, err
+	snap, err := p.Snapshot(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("pool: fork: %w", err)
+	}
+	defer p.deleteSnapshot(snap)
+	return p.ForkSnapshot(ctx, snap, n)
+}
+
+// ForkSnapshot starts n sandboxes from snap (a snapshot made by Snapshot),
+// leased to the caller, once there is room for all n under MaxSandboxes.
+func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, error) {
+	if p.forker == nil {
+		return nil, p.unsupported("fork")
+	}
+	if n < 1 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
 	}
 	if err := p.reserve(ctx, n, nil); err != nil {
 		return nil, err
 	}
-	unreserve := func(k int) {
-		p.mu.Lock()
-		p.live -= k
-		p.signalLocked()
-		p.mu.Unlock()
-		p.poke()
-	}
-	snap, err := p.snapper.Snapshot(ctx, src.m.sb.ID)
-	if err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
-	}
-	defer p.deleteSnapshot(snap)
 	var ms []*member
-	err = p.retry(ctx, "fork", func() (err error) {
+	err := p.retry(ctx, "fork", func() (err error) {
 		ms, err = p.forkOnce(ctx, snap, n)
 		return err
 	})
 	if err != nil {
-		unreserve(n)
+		p.mu.Lock()
+		p.live -= n
+		p.signalLocked()
+		p.mu.Unlock()
+		p.poke()
 		return nil, fmt.Errorf("pool: fork: %w", err)
 	}
 	p.mu.Lock()
@@ -148,12 +159,4 @@ func (p *Pool) forkOnce(ctx context.Context, snap string, n int) ([]*member, err
 		return nil, err
 	}
 	return ms, nil
-}
-
-func (p *Pool) deleteSnapshot(snap string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.snapper.DeleteSnapshot(ctx, snap); err != nil {
-		p.cfg.Logf("pool: delete snapshot %s: %v", snap, err)
-	}
 }

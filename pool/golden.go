@@ -135,12 +135,18 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 	p.mu.Lock()
 	p.onDemand++
 	p.mu.Unlock()
-	if err := p.reserve(ctx, 1, g); err != nil {
+	return p.restore(ctx, g.snap, g, fmt.Sprintf("golden %q", g.key))
+}
+
+// restore boots one sandbox from snap, leased to the caller, once there is
+// room under MaxSandboxes (keep's idle replicas are not evicted for it).
+func (p *Pool) restore(ctx context.Context, snap string, keep *golden, what string) (*Lease, error) {
+	if err := p.reserve(ctx, 1, keep); err != nil {
 		return nil, err
 	}
 	var m *member
-	err := p.retry(ctx, fmt.Sprintf("restore golden %q", g.key), func() (err error) {
-		m, err = p.boot(ctx, g.snap)
+	err := p.retry(ctx, "restore "+what, func() (err error) {
+		m, err = p.boot(ctx, snap)
 		return err
 	})
 	p.mu.Lock()
@@ -151,7 +157,7 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 		p.live--
 		p.signalLocked()
 		p.mu.Unlock()
-		return nil, fmt.Errorf("pool: restore golden %q: %w", g.key, err)
+		return nil, fmt.Errorf("pool: restore %s: %w", what, err)
 	}
 	if p.closed {
 		p.mu.Unlock()

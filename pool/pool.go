@@ -8,9 +8,11 @@
 //
 // Sizing: Size is the number of warm general sandboxes kept ahead.
 // MaxSandboxes caps every live sandbox the pool owns (warm, leased, golden
-// replicas and boots in flight). When the cap is reached a lease first evicts
-// an idle golden replica, otherwise waits up to LeaseTimeout and then fails
-// with ErrExhausted.
+// replicas and boots in flight); by default it is what the host's memory
+// holds. Callers that find no sandbox or no room queue first come, first
+// served (admit.go); at the cap a caller first evicts an idle golden
+// replica, otherwise waits until its deadline (LeaseTimeout or its
+// context's) and then fails with ErrExhausted.
 package pool
 
 import (
@@ -29,11 +31,15 @@ import (
 type Config struct {
 	// Size is the number of warm general sandboxes kept ahead (default 4).
 	Size int
-	// MaxSandboxes caps all live sandboxes of the pool (default 2*Size+8).
+	// MaxSandboxes caps all live sandboxes of the pool (default: as many
+	// desktops of DesktopBytes as fit in 3/4 of the host's memory, at least
+	// 2*Size+8).
 	MaxSandboxes int
 	// MaxConcurrentBoots bounds boots in flight (default 2).
 	MaxConcurrentBoots int
-	// LeaseTimeout bounds how long a lease waits for a sandbox (default 30 s).
+	// LeaseTimeout bounds how long a caller queues for a sandbox or for room
+	// (default 30 s); a caller's context deadline, when earlier, ends the
+	// wait the same way, with ErrExhausted.
 	LeaseTimeout time.Duration
 	// ReplicasPerGolden is how many warm replicas each golden keeps
 	// (default 2; negative: none, every golden lease restores on demand).
@@ -62,6 +68,7 @@ type Config struct {
 // Stats is a point-in-time view of the pool, for metrics.
 type Stats struct {
 	Warm, Leased, Booting, Goldens, Replicas int
+	Queued                                   int // callers waiting for a sandbox or for room
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
@@ -94,6 +101,7 @@ type Pool struct {
 	bootFailures uint64
 	onDemand     uint64
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
+	warmQ, roomQ queue // callers waiting for a warm sandbox (Lease) and for room (reserve), oldest first
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure
 	shutdown     chan struct{}
@@ -133,7 +141,7 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 		cfg.Size = 4
 	}
 	if cfg.MaxSandboxes == 0 {
-		cfg.MaxSandboxes = 2*cfg.Size + 8
+		cfg.MaxSandboxes = max(2*cfg.Size+8, hostDesktops())
 	}
 	if cfg.MaxSandboxes < cfg.Size {
 		return nil, fmt.Errorf("pool: MaxSandboxes %d < Size %d", cfg.MaxSandboxes, cfg.Size)
@@ -188,6 +196,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	return p, nil
 }
 
+// MaxSandboxes is the cap on live sandboxes the pool runs under.
+func (p *Pool) MaxSandboxes() int { return p.cfg.MaxSandboxes }
+
 // Capabilities returns the provider's descriptor.
 func (p *Pool) Capabilities() Capabilities { return p.caps }
 
@@ -195,7 +206,8 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
+		Queued: len(p.warmQ) + len(p.roomQ)}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
@@ -257,12 +269,13 @@ func (p *Pool) evictReplicaLocked(except *golden) *member {
 	return nil
 }
 
-// exhausted is the error of a lease that waited LeaseTimeout.
-func (p *Pool) exhausted(what string) error {
+// exhausted is the error of a caller that waited for a sandbox or for room
+// until its deadline.
+func (p *Pool) exhausted(what string, waited time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	msg := fmt.Sprintf("pool: no %s free after %v (%d leased, %d booting, %d of max %d live); raise the pool size (--pool / Config.Size, Config.MaxSandboxes)",
-		what, p.cfg.LeaseTimeout, len(p.leased), p.booting, p.live, p.cfg.MaxSandboxes)
+	msg := fmt.Sprintf("pool: no %s free after waiting %v (%d leased, %d booting, %d of max %d live, %d queued); raise max_sandboxes (Config.MaxSandboxes) or reset_timeout, or lower the load",
+		what, waited.Round(time.Millisecond), len(p.leased), p.booting, p.live, p.cfg.MaxSandboxes, len(p.warmQ)+len(p.roomQ))
 	if p.lastErr != nil && p.fails > 0 {
 		msg += fmt.Sprintf("; boots are failing: %v", p.lastErr)
 	}
@@ -273,27 +286,39 @@ func (p *Pool) closedErr() error {
 	return Errorf(ErrClosed, aci.CodeInternal, "pool: closed")
 }
 
-// Lease hands out a fresh warm sandbox. When none is warm it waits, up to
-// LeaseTimeout (and ctx), for one, and then fails with an error wrapping
-// ErrExhausted.
+// Lease hands out a fresh warm sandbox. When none is warm it queues (first
+// come, first served) for the next one the pool boots, up to LeaseTimeout
+// or ctx's deadline, and then fails with an error wrapping ErrExhausted.
 func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
-	timer := time.NewTimer(p.cfg.LeaseTimeout)
-	defer timer.Stop()
+	a := p.admission(ctx, "sandbox")
+	defer a.stop()
+	w := &waiter{n: 1}
+	p.mu.Lock()
+	p.warmQ = append(p.warmQ, w)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.warmQ = p.warmQ.without(w)
+		p.signalLocked()
+		p.mu.Unlock()
+	}()
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, p.closedErr()
 		}
-		if m := p.takeWarmLocked(); m != nil {
-			l := p.leaseLocked(m)
-			p.mu.Unlock()
-			p.poke()
-			return l, nil
-		}
 		var evict *member
-		if p.live >= p.cfg.MaxSandboxes {
-			evict = p.evictReplicaLocked(nil)
+		if p.warmQ.first(w) {
+			if m := p.takeWarmLocked(); m != nil {
+				l := p.leaseLocked(m)
+				p.mu.Unlock()
+				p.poke()
+				return l, nil
+			}
+			if p.live >= p.cfg.MaxSandboxes {
+				evict = p.evictReplicaLocked(nil)
+			}
 		}
 		ch := p.changed
 		p.mu.Unlock()
@@ -301,12 +326,8 @@ func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
 			p.retire(evict)
 		}
 		p.poke()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("pool: lease: %w", ctx.Err())
-		case <-timer.C:
-			return nil, p.exhausted("sandbox")
+		if err := a.wait(ch); err != nil {
+			return nil, err
 		}
 	}
 }

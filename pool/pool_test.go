@@ -150,8 +150,8 @@ func TestExhaustedIsBoundedAndTyped(t *testing.T) {
 	if !errors.Is(err, pool.ErrExhausted) || aci.CodeOf(err) != aci.CodePoolExhausted {
 		t.Fatalf("Lease on a full pool = %v; want ErrExhausted with code pool_exhausted", err)
 	}
-	if !strings.Contains(err.Error(), "--pool") {
-		t.Errorf("exhausted message %q does not name the setting to raise (--pool)", err)
+	if !strings.Contains(err.Error(), "max_sandboxes") {
+		t.Errorf("exhausted message %q does not name the setting to raise (max_sandboxes)", err)
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("exhausted lease waited %v; want about LeaseTimeout", d)

@@ -77,6 +77,7 @@ type Trajectory struct {
 	Task       string     `msgpack:"task" json:"task"`
 	Seed       *int64     `msgpack:"seed,omitempty" json:"seed,omitempty"`
 	ForkOf     string     `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	Checkpoint string     `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"` // the named checkpoint it started from (fork_of: the episode that checkpoint was taken in)
 	Steps      []Step     `msgpack:"steps" json:"steps"`
 	Reward     float64    `msgpack:"reward" json:"reward"`
 	ExitReason ExitReason `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`

@@ -11,6 +11,9 @@
 //	             info.results; step and reset coords; reset max_steps;
 //	             list_windows verb.
 //	1 (2026-12, later): step request_id (a resent step replays its reply).
+//	1 (2026-12, later): named checkpoints (POST/GET/DELETE /v1/checkpoint,
+//	             reset and fork checkpoint, info.checkpoint, pool.checkpoint,
+//	             limits max_checkpoints, max_checkpoint_bytes, checkpoint_ttl_s).
 package api
 
 import (
@@ -24,10 +27,13 @@ const Protocol = 1
 type Observe = aci.Observe
 
 // ResetEnv asks for one env: a new lease (EnvID empty) or a restart of EnvID.
+// With Checkpoint the episode starts from that named checkpoint (its task;
+// Task may be empty or must name the same task).
 type ResetEnv struct {
-	EnvID string `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
-	Task  string `msgpack:"task" json:"task"`
-	Seed  *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	EnvID      string `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
+	Task       string `msgpack:"task" json:"task"`
+	Checkpoint string `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	Seed       *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
 	// Coords is the env's default coordinate space for its steps: a string
 	// (screen, frame, norm, norm1000) or {w, h}; see aci.ParseCoords.
 	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
@@ -77,12 +83,41 @@ type StepRequest struct {
 	Have    []string  `msgpack:"have,omitempty" json:"have,omitempty"`
 }
 
-// ForkRequest is POST /v1/fork: n new envs carrying EnvID's state.
+// ForkRequest is POST /v1/fork: n new envs carrying EnvID's state now, or
+// the state of the named Checkpoint (exactly one of the two).
 type ForkRequest struct {
-	EnvID   string   `msgpack:"env_id" json:"env_id"`
-	N       int      `msgpack:"n" json:"n"`
-	Observe *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
-	Have    []string `msgpack:"have,omitempty" json:"have,omitempty"`
+	EnvID      string   `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
+	Checkpoint string   `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	N          int      `msgpack:"n" json:"n"`
+	Observe    *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have       []string `msgpack:"have,omitempty" json:"have,omitempty"`
+}
+
+// CheckpointRequest is POST /v1/checkpoint: snapshot EnvID's live episode.
+type CheckpointRequest struct {
+	EnvID string `msgpack:"env_id" json:"env_id"`
+}
+
+// Checkpoint describes a named checkpoint: POST /v1/checkpoint's reply and
+// GET /v1/checkpoint/{id}.
+type Checkpoint struct {
+	CheckpointID string `msgpack:"checkpoint_id" json:"checkpoint_id"`
+	EnvID        string `msgpack:"env_id" json:"env_id"`         // the env it was taken from
+	EpisodeID    string `msgpack:"episode_id" json:"episode_id"` // the episode it was taken from
+	Task         string `msgpack:"task" json:"task"`
+	Step         int    `msgpack:"step" json:"step"`   // the episode's step count at the checkpoint
+	Frame        string `msgpack:"frame" json:"frame"` // the hash of the env's last delivered frame then
+	Bytes        int64  `msgpack:"bytes" json:"bytes"` // what its snapshot holds on the host
+	// ExpiresInMS is how long it lives unused (every reset or fork from it
+	// restarts its idle TTL).
+	ExpiresInMS int64 `msgpack:"expires_in_ms" json:"expires_in_ms"`
+}
+
+// CheckpointDeleteReply answers DELETE /v1/checkpoint/{id}; deleting an
+// unknown or expired checkpoint is not an error (Deleted false).
+type CheckpointDeleteReply struct {
+	CheckpointID string `msgpack:"checkpoint_id" json:"checkpoint_id"`
+	Deleted      bool   `msgpack:"deleted" json:"deleted"`
 }
 
 // CloseRequest is POST /v1/close.
@@ -97,12 +132,14 @@ type CloseReply struct {
 
 // Info is per-env metadata on reset/step/fork results.
 type Info struct {
-	Step       int              `msgpack:"step" json:"step"`
-	ExitReason string           `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
-	Error      *aci.Error       `msgpack:"error,omitempty" json:"error,omitempty"`
-	SaveError  *aci.Error       `msgpack:"save_error,omitempty" json:"save_error,omitempty"` // the episode could not be written to disk (the step itself happened)
-	Task       string           `msgpack:"task,omitempty" json:"task,omitempty"`
-	ForkOf     string           `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	Step       int        `msgpack:"step" json:"step"`
+	ExitReason string     `msgpack:"exit_reason,omitempty" json:"exit_reason,omitempty"`
+	Error      *aci.Error `msgpack:"error,omitempty" json:"error,omitempty"`
+	SaveError  *aci.Error `msgpack:"save_error,omitempty" json:"save_error,omitempty"` // the episode could not be written to disk (the step itself happened)
+	Task       string     `msgpack:"task,omitempty" json:"task,omitempty"`
+	ForkOf     string     `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	// Checkpoint is the named checkpoint a reset or fork started from.
+	Checkpoint string           `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	Timings    map[string]int64 `msgpack:"timings,omitempty" json:"timings,omitempty"` // microseconds
 	Extra      map[string]any   `msgpack:"extra,omitempty" json:"extra,omitempty"`
 	// Settle says how the observation was settled (nil: it was not).
@@ -174,14 +211,20 @@ type ObservationSpec struct {
 
 // PoolSpec describes the sandbox pool honestly.
 type PoolSpec struct {
-	Provider     string `msgpack:"provider" json:"provider"`
-	Size         int    `msgpack:"size" json:"size"`
-	Warm         int    `msgpack:"warm" json:"warm"`
+	Provider string `msgpack:"provider" json:"provider"`
+	Size     int    `msgpack:"size" json:"size"`
+	Warm     int    `msgpack:"warm" json:"warm"`
+	// MaxSandboxes caps the live sandboxes (envs, warm ones, replicas);
+	// resets beyond it queue until their reset_timeout.
+	MaxSandboxes int    `msgpack:"max_sandboxes" json:"max_sandboxes"`
 	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
-	Confined     bool   `msgpack:"confined" json:"confined"`
-	Isolation    string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
-	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	// Checkpoint says POST /v1/checkpoint is served (the provider can
+	// snapshot and restore).
+	Checkpoint bool   `msgpack:"checkpoint" json:"checkpoint"`
+	Confined   bool   `msgpack:"confined" json:"confined"`
+	Isolation  string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
+	Notes      string `msgpack:"notes,omitempty" json:"notes,omitempty"`
 	// Confinement lists what the provider enforces on each sandbox
 	// (read-only root, seccomp, limits); absent where it reports none.
 	Confinement *Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
@@ -220,6 +263,13 @@ type Limits struct {
 	// MaxDecodeFactor bounds what decoding may allocate: at most this many
 	// times the body's size (plus a small constant).
 	MaxDecodeFactor int `msgpack:"max_decode_factor" json:"max_decode_factor"`
+	// Named checkpoints (docs/api.md, "Checkpoints"): at most
+	// MaxCheckpoints live at once holding MaxCheckpointBytes in all (over
+	// either: checkpoint_limit); one unused for CheckpointTTLS seconds is
+	// deleted. All 0 where checkpoints are not served.
+	MaxCheckpoints     int   `msgpack:"max_checkpoints" json:"max_checkpoints"`
+	MaxCheckpointBytes int64 `msgpack:"max_checkpoint_bytes" json:"max_checkpoint_bytes"`
+	CheckpointTTLS     int64 `msgpack:"checkpoint_ttl_s" json:"checkpoint_ttl_s"`
 }
 
 // Spec is GET /v1/spec.

@@ -112,7 +112,14 @@ func goldenValues() map[string]any {
 		},
 		"fork_request":  ForkRequest{EnvID: "env-1", N: 4, Observe: &Observe{Format: aci.FormatJPEG, Quality: 80}},
 		"close_request": CloseRequest{EnvIDs: []string{"env-1", "env-2"}},
-		"close_reply":   CloseReply{Closed: []string{"env-1"}},
+		// Named checkpoints: take one, start from it by reset and by fork,
+		// describe it, delete it.
+		"checkpoint_request":       CheckpointRequest{EnvID: "env-1"},
+		"checkpoint_reply":         Checkpoint{CheckpointID: "ckpt-1", EnvID: "env-1", EpisodeID: "ep-1", Task: "xterm-hello-file", Step: 2, Frame: hashA, Bytes: 40960, ExpiresInMS: 600000},
+		"checkpoint_delete_reply":  CheckpointDeleteReply{CheckpointID: "ckpt-1", Deleted: true},
+		"checkpoint_reset_request": ResetRequest{Envs: []ResetEnv{{Checkpoint: "ckpt-1", MaxSteps: 5}}},
+		"checkpoint_fork_request":  ForkRequest{Checkpoint: "ckpt-1", N: 8},
+		"close_reply":              CloseReply{Closed: []string{"env-1"}},
 		"reset_reply": BatchReply{
 			Results: []Result{
 				{EnvID: "env-1", EpisodeID: "ep-1", Obs: goldenObs(hashA), Info: &Info{Step: 0, Task: "xterm-hello-file", Timings: map[string]int64{"lease_us": 1500, "capture_us": 900}}},
@@ -147,6 +154,8 @@ func goldenValues() map[string]any {
 				// fork_of names the parent env (the trajectory's fork_of names its episode).
 				{EnvID: "env-4", EpisodeID: "ep-4", Obs: goldenObs(hashA), Info: &Info{Step: 2, Task: "xterm-hello-file", ForkOf: "env-1"}},
 				{EnvID: "env-5", EpisodeID: "ep-5", Obs: goldenObs(hashA), Info: &Info{Step: 2, Task: "xterm-hello-file", ForkOf: "env-1"}},
+				// From a named checkpoint: fork_of is the env it was taken from.
+				{EnvID: "env-6", EpisodeID: "ep-6", Obs: goldenObs(hashA), Info: &Info{Step: 2, Task: "xterm-hello-file", ForkOf: "env-1", Checkpoint: "ckpt-1"}},
 			},
 			Frames: map[string][]byte{},
 		},
@@ -160,9 +169,10 @@ func goldenValues() map[string]any {
 				Default: Observe{Format: aci.FormatPNG},
 				Screen:  &Size{W: 1280, H: 800},
 			},
-			Tasks:  []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
-			Pool:   PoolSpec{Provider: "process", Size: 2, Warm: 2, SnapshotKind: "disk", Fork: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
-			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxRequestIDBytes: 128, MaxDecodeFactor: 48},
+			Tasks: []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
+			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, MaxSandboxes: 16, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
+			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxRequestIDBytes: 128, MaxDecodeFactor: 48,
+				MaxCheckpoints: 64, MaxCheckpointBytes: 4 << 30, CheckpointTTLS: 600},
 		},
 		"trajectory": trajectory.Trajectory{
 			EpisodeID: "ep-1", EnvID: "env-1", Task: "xterm-hello-file", Seed: ptr(int64(7)),

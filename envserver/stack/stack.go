@@ -85,9 +85,15 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", cfg.Provider, err)
 	}
+	// A reset queues for its sandbox for as long as its own deadline allows
+	// unless the config bounds the wait below it (docs/architecture.md, "Bursts").
+	leaseTimeout := time.Duration(cfg.LeaseTimeout)
+	if leaseTimeout <= 0 {
+		leaseTimeout = time.Duration(cfg.ResetTimeout)
+	}
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
-		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
+		LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
 		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})
 	if err != nil {
@@ -105,7 +111,8 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		RecordFrames: cfg.RecordFrames, DefaultObserve: cfg.Observe, MaxSteps: cfg.MaxSteps, PoolSize: cfg.Pool, Logf: logf,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
-		Screen: api.Size{W: w, H: h},
+		Screen:         api.Size{W: w, H: h},
+		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
 	})
 	if err != nil {
 		return nil, err

@@ -376,6 +376,15 @@ func testSnapshotRestore(t *testing.T, p pool.Provider) {
 		t.Skipf("provider %s does not claim snapshot+restore", caps.Provider)
 	}
 	s, snap := seed(t, p)
+	if sz, ok := p.(pool.SnapshotSizer); ok {
+		// The seeded files hold 15 bytes; a snapshot says it holds at least that.
+		if n, err := sz.SnapshotBytes(ctxT(t), snap); err != nil || n < 15 {
+			t.Errorf("SnapshotBytes = %d, %v; want at least the 15 bytes seeded", n, err)
+		}
+		if _, err := sz.SnapshotBytes(ctxT(t), "no-such-snapshot"); !errors.Is(err, pool.ErrNotFound) {
+			t.Errorf("SnapshotBytes(unknown) = %v; want ErrNotFound", err)
+		}
+	}
 	sb, err := s.Restore(ctxT(t), snap, pool.Spec{})
 	if err != nil {
 		t.Fatalf("Restore: %v", err)

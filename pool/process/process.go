@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -830,4 +831,34 @@ func childrenNamed(parent int, name string) []int {
 		}
 	}
 	return pids
+}
+
+// SnapshotBytes implements pool.SnapshotSizer: the bytes of the snapshot's
+// files (regular files' sizes; directories and links count nothing).
+func (p *Provider) SnapshotBytes(ctx context.Context, snap string) (int64, error) {
+	p.mu.Lock()
+	dir, ok := p.snaps[snap]
+	p.mu.Unlock()
+	if !ok {
+		return 0, notFound("snapshot", snap)
+	}
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("process: size of snapshot %s: %w", snap, err)
+	}
+	return n, nil
 }

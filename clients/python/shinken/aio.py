@@ -187,6 +187,45 @@ class AsyncClient:
         req = wire.fork_request(env_id, n, o, [f.hash for f in listed])
         return await self._call("/v1/fork", req, listed, fmt, q, timeout)
 
+    # -- named checkpoints (docs/api.md, "Checkpoints") --------------------------------
+
+    async def checkpoint(self, env_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """POST /v1/checkpoint: snapshots env_id's live episode into a named
+        checkpoint; returns ``{checkpoint_id, env_id, episode_id, task, step,
+        frame, bytes, expires_in_ms}``. Over the server's count or bytes of
+        checkpoints it raises CheckpointLimit."""
+        return await self.transport.call("POST", "/v1/checkpoint", wire.checkpoint_request(env_id),
+                                         timeout=timeout)
+
+    async def checkpoint_info(self, checkpoint_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GET /v1/checkpoint/{id}: the checkpoint as POST returned it, its TTL
+        left now; NotFound once deleted or expired."""
+        return await self.transport.call("GET", f"/v1/checkpoint/{_path_id(checkpoint_id)}",
+                                         idempotent=True, timeout=timeout)
+
+    async def delete_checkpoint(self, checkpoint_id: str, *, timeout: Optional[float] = None) -> bool:
+        """DELETE /v1/checkpoint/{id}; True when it was live (idempotent)."""
+        r = await self.transport.call("DELETE", f"/v1/checkpoint/{_path_id(checkpoint_id)}",
+                                      idempotent=True, timeout=timeout)
+        return bool((r or {}).get("deleted"))
+
+    async def reset_from(self, checkpoint_id: str, n: int = 1, observe: Any = None, *,
+                         max_steps: Optional[int] = None, timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/reset of n new envs, each starting an episode from the
+        named checkpoint (a new sandbox per env, queued like any reset)."""
+        return await self.reset([wire.reset_env("", checkpoint=checkpoint_id, max_steps=max_steps)
+                                 for _ in range(n)], observe, timeout=timeout)
+
+    async def fork_checkpoint(self, checkpoint_id: str, n: int, observe: Any = None, *,
+                              timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/fork {checkpoint, n}: n new envs starting from the named
+        checkpoint, started together."""
+        o = wire.observe_map(observe)
+        fmt, q = await self.frame_format(o)
+        listed = self.cache.have(fmt, q, [], extra=1)
+        req = wire.checkpoint_fork_request(checkpoint_id, n, o, [f.hash for f in listed])
+        return await self._call("/v1/fork", req, listed, fmt, q, timeout)
+
     async def frame_format(self, observe: Optional[Dict[str, Any]]) -> Tuple[str, int]:
         """The (format, quality) a request with this observe map gets."""
         o = observe or {}
@@ -245,6 +284,14 @@ class AsyncClient:
             if s.frame is not None and s.env_id:
                 self._last[s.env_id] = s.frame.hash
         return slots
+
+
+def _path_id(v: str) -> str:
+    """An id as a path segment: the server's ids are plain tokens."""
+    v = wire._str("checkpoint_id", v)
+    if not v or not all(c.isalnum() or c in "-_" for c in v):
+        raise wire.BadRequest(f"checkpoint id {v!r}: want letters, digits, '-' or '_'")
+    return v
 
 
 def parse_batch(reply: Any, cache: FrameCache, what: str = "reply", listed: Sequence[Frame] = (),

@@ -96,3 +96,27 @@ class Client:
     def fork(self, env_id: str, n: int, observe: Any = None, *, timeout: Optional[float] = None) -> List[Slot]:
         """POST /v1/fork: n new envs carrying env_id's state."""
         return _loop.run(self.aio.fork(env_id, n, observe, timeout=timeout))
+
+    def checkpoint(self, env_id: str) -> Dict[str, Any]:
+        """POST /v1/checkpoint: snapshots env_id's live episode; returns
+        ``{checkpoint_id, env_id, episode_id, task, step, frame, bytes,
+        expires_in_ms}`` (CheckpointLimit over the server's limits)."""
+        return _loop.run(self.aio.checkpoint(env_id))
+
+    def checkpoint_info(self, checkpoint_id: str) -> Dict[str, Any]:
+        """GET /v1/checkpoint/{id} (NotFound once deleted or expired)."""
+        return _loop.run(self.aio.checkpoint_info(checkpoint_id))
+
+    def delete_checkpoint(self, checkpoint_id: str) -> bool:
+        """DELETE /v1/checkpoint/{id}; True when it was live (idempotent)."""
+        return _loop.run(self.aio.delete_checkpoint(checkpoint_id))
+
+    def reset_from(self, checkpoint_id: str, n: int = 1, observe: Any = None, *,
+                   max_steps: Optional[int] = None, timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/reset: n new envs, each starting from the named checkpoint."""
+        return _loop.run(self.aio.reset_from(checkpoint_id, n, observe, max_steps=max_steps, timeout=timeout))
+
+    def fork_checkpoint(self, checkpoint_id: str, n: int, observe: Any = None, *,
+                        timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/fork {checkpoint, n}: n new envs from the named checkpoint."""
+        return _loop.run(self.aio.fork_checkpoint(checkpoint_id, n, observe, timeout=timeout))

@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef", "CheckpointLimit",
     "TransportError", "StepTimeout", "ProtocolError",
     "BatchError", "CODES", "error_from_wire",
 ]
@@ -165,6 +165,12 @@ class StaleElementRef(ShinkenError):
     code, http_status = "stale_element_ref", 409
 
 
+class CheckpointLimit(ShinkenError):
+    """A new checkpoint would exceed the server's count or bytes of checkpoints
+    (``limits.max_checkpoints``, ``limits.max_checkpoint_bytes``); delete some."""
+    code, http_status = "checkpoint_limit", 429
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -227,7 +233,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
-        StaleElementRef,
+        StaleElementRef, CheckpointLimit,
     )
 }
 

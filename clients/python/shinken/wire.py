@@ -218,14 +218,19 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
 
 
 def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
-              coords_: Any = None, max_steps: Optional[int] = None) -> Dict[str, Any]:
+              coords_: Any = None, max_steps: Optional[int] = None,
+              checkpoint: Optional[str] = None) -> Dict[str, Any]:
     """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
     ``coords_`` is the env's default coordinate space for its steps;
-    ``max_steps`` lowers the episode's step budget."""
+    ``max_steps`` lowers the episode's step budget. With ``checkpoint`` the
+    episode starts from that named checkpoint (``task`` may be "" or must
+    be the checkpoint's)."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
-    e["task"] = _str("task", task)
+    e["task"] = _str("task", task or "")
+    if checkpoint:
+        e["checkpoint"] = _str("checkpoint", checkpoint)
     if seed is not None:
         e["seed"] = _int("seed", seed)
     if coords_ is not None:
@@ -345,6 +350,18 @@ def fork_request(env_id: str, n: int, observe: Any = None,
     """api.ForkRequest: n new envs carrying env_id's state."""
     return _with_observe_have({"env_id": _str("env_id", env_id), "n": _int("n", n)},
                               observe_map(observe), have)
+
+
+def checkpoint_fork_request(checkpoint: str, n: int, observe: Any = None,
+                            have: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """api.ForkRequest: n new envs starting from a named checkpoint."""
+    return _with_observe_have({"checkpoint": _str("checkpoint", checkpoint), "n": _int("n", n)},
+                              observe_map(observe), have)
+
+
+def checkpoint_request(env_id: str) -> Dict[str, Any]:
+    """api.CheckpointRequest: snapshot env_id's live episode."""
+    return {"env_id": _str("env_id", env_id)}
 
 
 def close_request(env_ids: Sequence[str]) -> Dict[str, Any]:

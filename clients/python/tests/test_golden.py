@@ -108,6 +108,13 @@ def test_fork_and_close_requests_built_identically():
     assert wire.pack(wire.close_request(["env-1", "env-2"])) == load("close_request")
 
 
+def test_checkpoint_requests_built_identically():
+    assert wire.pack(wire.checkpoint_request("env-1")) == load("checkpoint_request")
+    assert wire.pack(wire.checkpoint_fork_request("ckpt-1", 8)) == load("checkpoint_fork_request")
+    assert wire.pack(wire.reset_request([wire.reset_env("", checkpoint="ckpt-1", max_steps=5)])) == \
+        load("checkpoint_reset_request")
+
+
 @pytest.mark.parametrize("bad", [
     {"verb": "click", "xx": 1},                 # unknown field: the server would refuse the batch
     {"x": 1},                                   # no verb
@@ -203,7 +210,8 @@ def test_fork_reply_decodes():
     cache = FrameCache()
     parse_batch(wire.unpack(load("reset_reply")), cache)
     slots = parse_batch(wire.unpack(load("fork_reply")), cache, listed=cache.have("raw", 0))
-    assert [s.info["fork_of"] for s in slots] == ["env-1", "env-1"]  # the parent env
+    assert [s.info["fork_of"] for s in slots] == ["env-1"] * 3  # the parent env
+    assert [s.info.get("checkpoint") for s in slots] == [None, None, "ckpt-1"]  # the last started from a checkpoint
     assert all(s.cached for s in slots)
 
 
