@@ -90,13 +90,28 @@ func (p *Pool) died(m *member, why string) {
 	default:
 	}
 	p.deaths++
+	reason := ""
+	if m.sb.LimitHit != nil {
+		reason = m.sb.LimitHit()
+	}
+	if reason != "" {
+		if p.limitDeaths == nil {
+			p.limitDeaths = map[string]uint64{}
+		}
+		p.limitDeaths[reason]++
+		why = "killed at its " + reason + " limit (" + why + ")"
+	}
 	p.removeLocked(m)
 	l := m.lease
 	p.signalLocked()
 	p.mu.Unlock()
 	p.cfg.Logf("pool: sandbox %s died: %s", m.sb.ID, why)
 	if l != nil {
-		l.kill(Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why))
+		err := Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why)
+		if reason != "" {
+			err = WithDetail(err, map[string]any{"reason": reason})
+		}
+		l.kill(err)
 	}
 	p.retire(m)
 }

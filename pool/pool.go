@@ -65,6 +65,9 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
+	// LimitDeaths counts the deaths of sandboxes killed at a limit, by
+	// reason (LimitReasons); they are counted in Deaths too.
+	LimitDeaths map[string]uint64
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -90,6 +93,7 @@ type Pool struct {
 	leased       map[*Lease]struct{}
 	goldens      map[string]*golden
 	deaths       uint64
+	limitDeaths  map[string]uint64 // by reason
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
@@ -196,6 +200,12 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
+	if len(p.limitDeaths) > 0 {
+		s.LimitDeaths = make(map[string]uint64, len(p.limitDeaths))
+		for r, n := range p.limitDeaths {
+			s.LimitDeaths[r] = n
+		}
+	}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting

@@ -134,14 +134,14 @@ func confine(cfg *initConfig) error {
 		return err
 	}
 	if len(cfg.Cgroups) > 0 {
-		if err := mkdir(root+sandboxCgroup, 0o700); err != nil {
+		if err := mkdir(root+sandboxCgroupDir, 0o700); err != nil {
 			return err
 		}
 		for ctl, dir := range cfg.Cgroups {
-			if err := mkdir(root+sandboxCgroup+"/"+ctl, 0o700); err != nil {
+			if err := mkdir(root+sandboxCgroupDir+"/"+ctl, 0o700); err != nil {
 				return err
 			}
-			if err := unix.Mount(dir, root+sandboxCgroup+"/"+ctl, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			if err := unix.Mount(dir, root+sandboxCgroupDir+"/"+ctl, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 				return fmt.Errorf("bind cgroup %s: %w", ctl, err)
 			}
 		}
@@ -190,7 +190,7 @@ func makeDev(dev string, shm int64, tmpfs func(string, string, uintptr) error) e
 	if err := tmpfs(dev, "mode=0755,size=64k", unix.MS_NOEXEC); err != nil {
 		return err
 	}
-	if err := unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+	if err := unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
 	for _, n := range devNodes {
