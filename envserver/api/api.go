@@ -14,6 +14,7 @@ package api
 
 import (
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/pool"
 )
 
 // Protocol is the version this package speaks.
@@ -175,7 +176,9 @@ type PoolSpec struct {
 	Fork         bool   `msgpack:"fork" json:"fork"`
 	Confined     bool   `msgpack:"confined" json:"confined"`
 	Isolation    string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
-	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	// Confinement is the isolation the provider probed at start, as fields.
+	Confinement *pool.Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
+	Notes       string            `msgpack:"notes,omitempty" json:"notes,omitempty"`
 }
 
 // Limits are the request caps, enforced while a body is decoded (before

@@ -226,6 +226,7 @@ func vmRSS() int {
 	}
 	return 0
 }
+
 // descendsFromUs reports whether pid is a descendant of this process.
 func descendsFromUs(pid int) bool {
 	for range 64 {
