@@ -10,9 +10,9 @@ import (
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
 
-// TestLimitDeathOverHTTP: an agent that types a fork bomb into its
-// terminal ends its own sandbox at the pids limit; the step answers
-// sandbox_died with detail.reason "pids" and the server counts it.
+// TestLimitDeathOverHTTP: an agent that types a memory hog into its
+// terminal ends its own sandbox at its memory limit; the step answers
+// sandbox_died with detail.reason "oom" and the server counts it.
 // /v1/spec lists the confinement the provider probed.
 func TestLimitDeathOverHTTP(t *testing.T) {
 	s := server(t)
@@ -27,11 +27,11 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 	if c.Cgroup == "" {
 		t.Skip("no cgroups on this host")
 	}
-	before := metric(t, s, `shinken_sandbox_limit_kills_total{reason="pids"}`)
+	before := metric(t, s, `shinken_sandbox_limit_kills_total{reason="oom"}`)
 	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
 	env := r.Results[0].EnvID
 	defer closeEnvs(s, env)
-	acts := []aci.Action{{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: "f(){ f|f& };f"}, {Verb: aci.Key, Keys: "Return"}}
+	acts := []aci.Action{{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: `python3 -c 'x = b"x" * (3 << 30)'`}, {Verb: aci.Key, Keys: "Return"}}
 	var got *aci.Error
 	for range 120 {
 		out := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: acts}}})
@@ -42,14 +42,14 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 		acts = []aci.Action{{Verb: aci.Wait, MS: 250}}
 	}
 	if got == nil {
-		t.Fatal("the fork bomb's sandbox never died")
+		t.Fatal("the memory hog's sandbox never died")
 	}
-	if fmt.Sprint(got.Detail) != "map[reason:pids]" {
-		t.Errorf("sandbox_died detail = %v (%s); want reason pids", got.Detail, got.Message)
+	if fmt.Sprint(got.Detail) != "map[reason:oom]" {
+		t.Errorf("sandbox_died detail = %v (%s); want reason oom", got.Detail, got.Message)
 	}
 	// The pool counts the death when its monitor sees it, maybe after the
 	// step did.
-	pooltest.Eventually(t, 30*time.Second, "the pids limit kill counted", func() bool {
-		return metric(t, s, `shinken_sandbox_limit_kills_total{reason="pids"}`) == before+1
+	pooltest.Eventually(t, 30*time.Second, "the oom limit kill counted", func() bool {
+		return metric(t, s, `shinken_sandbox_limit_kills_total{reason="oom"}`) == before+1
 	})
 }

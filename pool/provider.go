@@ -72,7 +72,7 @@ type Confinement struct {
 
 // Limit reasons: a sandbox its provider ended because it reached a limit
 // reports one of these as detail.reason of its sandbox_died (docs/api.md).
-var LimitReasons = []string{"oom", "pids"}
+var LimitReasons = []string{"oom"}
 
 // Spec describes the sandbox to create.
 type Spec struct {

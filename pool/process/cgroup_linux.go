@@ -22,18 +22,23 @@ const cgroupRoot = "/sys/fs/cgroup"
 // there for guestd alone (root's, mode 0700).
 const sandboxCgroupDir = "/run/cgroup"
 
-// Limit reasons: what a sandbox ended by its limit reports as
-// detail.reason of its sandbox_died (docs/api.md, errors).
-const (
-	reasonOOM  = "oom"
-	reasonPids = "pids"
-)
+// reasonOOM is what a sandbox ended at its memory limit reports as
+// detail.reason of its sandbox_died (docs/api.md, errors). The pids limit
+// ends nothing: the agent's leaf has a lower one (cgroupLimits.agentPids),
+// so a fork bomb only fails its own forks and guestd can still start the
+// verifier (docs/architecture.md, "Sandbox limits").
+const reasonOOM = "oom"
+
+// guestPids are the pids of a sandbox's limit the agent cannot take:
+// guestd's, the X server's and the verifier's headroom.
+const guestPids = 64
 
 // cgroupLimits bound one whole sandbox: init, guestd, the X server and
 // everything the agent runs (docs/architecture.md, "Sandbox limits").
 type cgroupLimits struct {
 	memory    int64 // bytes; 0: none
-	pids      int64 // 0: none
+	pids      int64 // the whole sandbox's; 0: none
+	agentPids int64 // the agent leaf's (below pids); 0: none
 	cpus      int   // CPU quota in whole CPUs; 0: none
 	cpuWeight int   // relative CPU share, 1..10000 (v2 scale; v1 converts); 0: default
 	ioWeight  int   // relative IO share, 1..10000 (v2 scale); 0: default
@@ -60,8 +65,8 @@ type sandboxCgroup interface {
 	// enter puts pid (the sandbox's init) in the guest leaf; its children
 	// are born there.
 	enter(pid int) error
-	// limitHit names the limit the sandbox ran into (reasonOOM,
-	// reasonPids), "" for none, from the kernel's counters.
+	// limitHit names the limit that killed in the sandbox (reasonOOM), ""
+	// for none, from the kernel's counters.
 	limitHit() string
 	// watch calls hit (once, from its own goroutine) when the kernel
 	// reports the sandbox at one of its limits, until stop is called.
@@ -159,10 +164,8 @@ func rmdirCg(d string) error {
 // the event files (the kernel notifies them when a counter moves; the
 // counters are re-read through cg.limitHit) and on the extra pollable fds,
 // each of which means its reason when readable (a v1 OOM eventfd). Nothing
-// is polled on a timer but what has no notification: poll > 0 re-reads the
-// counters that often (v1's pids.events, which the kernel does not
-// notify).
-func watchFiles(cg sandboxCgroup, files []string, extra map[*os.File]string, poll time.Duration, hit func(string)) (func(), error) {
+// is polled on a timer.
+func watchFiles(cg sandboxCgroup, files []string, extra map[*os.File]string, hit func(string)) (func(), error) {
 	ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -199,23 +202,7 @@ func watchFiles(cg sandboxCgroup, files []string, extra map[*os.File]string, pol
 		}()
 	}
 	go fire("") // a limit hit before the watch began
-	stop := make(chan struct{})
-	if poll > 0 {
-		go func() {
-			t := time.NewTicker(poll)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					fire("")
-				}
-			}
-		}()
-	}
 	return func() {
-		close(stop)
 		for f := range srcs {
 			f.Close()
 		}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +15,6 @@ import (
 // the host mounts them: freezer (the scoring freeze), memory, pids, cpu and
 // blkio (its limits).
 var v1Controllers = []string{"freezer", "memory", "pids", "cpu", "blkio"}
-
-// v1PidsPoll is how often a v1 sandbox's pids.events is re-read.
-const v1PidsPoll = 500 * time.Millisecond
 
 // cgroupV1 is a host with cgroup v1 hierarchies: base is this process's
 // own cgroup path by controller.
@@ -88,6 +84,9 @@ func (h *cgroupV1) create(name string, lim cgroupLimits) (sandboxCgroup, error) 
 			if lim.pids > 0 {
 				err = writeCg(dir, "pids.max", strconv.FormatInt(lim.pids, 10))
 			}
+			if err == nil && lim.agentPids > 0 {
+				err = writeCg(filepath.Join(dir, "agent"), "pids.max", strconv.FormatInt(lim.agentPids, 10))
+			}
 		case "cpu":
 			if lim.cpuWeight > 0 {
 				// v2's weight 100 is v1's 1024 shares.
@@ -137,22 +136,15 @@ func (cg *v1Cgroup) enter(pid int) error {
 
 // limitHit: memory.oom_control counts the OOM kills (oom_kill, in the
 // victim's own cgroup: v1 does not add them up the tree) and says whether
-// the group is at its limit now (under_oom); pids.events counts the forks
-// refused at pids.max.
+// the group is at its limit now (under_oom).
 func (cg *v1Cgroup) limitHit() string {
-	for _, c := range []struct{ ctl, file, key, reason string }{
-		{"memory", "memory.oom_control", "oom_kill", reasonOOM},
-		{"memory", "memory.oom_control", "under_oom", reasonOOM},
-		{"pids", "pids.events", "max", reasonPids},
-	} {
-		d, ok := cg.dir[c.ctl]
-		if !ok {
-			continue
-		}
-		for _, leaf := range []string{"", "agent", "guest"} {
-			if readKV(filepath.Join(d, leaf, c.file))[c.key] > 0 {
-				return c.reason
-			}
+	d, ok := cg.dir["memory"]
+	if !ok {
+		return ""
+	}
+	for _, leaf := range []string{"", "agent", "guest"} {
+		if kv := readKV(filepath.Join(d, leaf, "memory.oom_control")); kv["oom_kill"] > 0 || kv["under_oom"] > 0 {
+			return reasonOOM
 		}
 	}
 	return ""
@@ -160,17 +152,9 @@ func (cg *v1Cgroup) limitHit() string {
 
 // watch: v1 has no memory.oom.group, so an OOM kill would take one process
 // and leave a half-dead desktop; the OOM eventfd (cgroup.event_control)
-// tells the provider, which ends the whole sandbox. pids.events is watched
-// through inotify.
+// tells the provider, which ends the whole sandbox.
 func (cg *v1Cgroup) watch(hit func(string)) (func(), error) {
-	var files []string
 	extra := map[*os.File]string{}
-	var poll time.Duration
-	if _, ok := cg.dir["pids"]; ok {
-		// v1 counts a refused fork in the forker's own cgroup and does not
-		// notify pids.events: it is re-read.
-		poll = v1PidsPoll
-	}
 	if d, ok := cg.dir["memory"]; ok {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
@@ -188,7 +172,7 @@ func (cg *v1Cgroup) watch(hit func(string)) (func(), error) {
 		}
 		extra[ev] = reasonOOM // the kernel signals it as the OOM begins
 	}
-	return watchFiles(cg, files, extra, poll, hit)
+	return watchFiles(cg, nil, extra, hit)
 }
 
 func (cg *v1Cgroup) thaw() {

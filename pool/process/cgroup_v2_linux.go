@@ -119,8 +119,14 @@ func (h *cgroupV2) create(name string, lim cgroupLimits) (sandboxCgroup, error) 
 		// io.weight needs a proportional IO scheduler; absent otherwise.
 		_ = set("io.weight", "default "+strconv.Itoa(lim.ioWeight))
 	}
+	for _, c := range h.ctls {
+		errs = append(errs, set("cgroup.subtree_control", "+"+c))
+	}
 	for _, leaf := range []string{"guest", "agent"} {
 		errs = append(errs, os.Mkdir(filepath.Join(dir, leaf), 0o700))
+	}
+	if lim.agentPids > 0 {
+		errs = append(errs, writeCg(filepath.Join(dir, "agent"), "pids.max", strconv.FormatInt(lim.agentPids, 10)))
 	}
 	// memory.swap.max is absent without swap accounting: not an error.
 	errs = slices.DeleteFunc(errs, func(e error) bool {
@@ -149,30 +155,19 @@ func (cg *v2Cgroup) enter(pid int) error {
 	return writeCg(filepath.Join(cg.dir, "guest"), "cgroup.procs", strconv.Itoa(pid))
 }
 
-// limitHit: memory.events counts OOM kills (oom_kill, oom_group_kill),
-// pids.events the forks refused at pids.max.
+// limitHit: memory.events counts OOM kills (oom_kill, oom_group_kill;
+// hierarchical in v2).
 func (cg *v2Cgroup) limitHit() string {
-	for _, leaf := range []string{"", "agent", "guest"} {
-		if kv := readKV(filepath.Join(cg.dir, leaf, "memory.events")); kv["oom_kill"] > 0 || kv["oom_group_kill"] > 0 {
-			return reasonOOM
-		}
-	}
-	for _, leaf := range []string{"", "agent", "guest"} {
-		if kv := readKV(filepath.Join(cg.dir, leaf, "pids.events")); kv["max"] > 0 {
-			return reasonPids
-		}
+	if kv := readKV(filepath.Join(cg.dir, "memory.events")); kv["oom_kill"] > 0 || kv["oom_group_kill"] > 0 {
+		return reasonOOM
 	}
 	return ""
 }
 
-// watch: the kernel notifies memory.events and pids.events (inotify
-// IN_MODIFY) when a counter moves.
+// watch: the kernel notifies memory.events (inotify IN_MODIFY) when a
+// counter moves; memory.oom.group has killed the sandbox whole by then.
 func (cg *v2Cgroup) watch(hit func(string)) (func(), error) {
-	var files []string
-	for _, leaf := range []string{"", "agent", "guest"} {
-		files = append(files, filepath.Join(cg.dir, leaf, "memory.events"), filepath.Join(cg.dir, leaf, "pids.events"))
-	}
-	return watchFiles(cg, files, nil, 0, hit)
+	return watchFiles(cg, []string{filepath.Join(cg.dir, "memory.events")}, nil, hit)
 }
 
 func (cg *v2Cgroup) thaw() { writeCg(filepath.Join(cg.dir, "agent"), "cgroup.freeze", "0") }

@@ -37,10 +37,10 @@ func (b *box) limitHit() string {
 	return ""
 }
 
-// limitKill ends b because its cgroup reached a limit: memory on a v1 host
-// (v2's memory.oom.group already killed it whole) or pids (a fork bomb
-// leaves a sandbox nothing can be started in). The pool sees it die, with
-// the reason (pool.Sandbox.LimitHit).
+// limitKill ends b because its cgroup reached its memory limit on a v1
+// host (v2's memory.oom.group already killed it whole): one OOM-killed
+// process would leave a half-dead desktop. The pool sees it die, with the
+// reason (pool.Sandbox.LimitHit).
 func (p *Provider) limitKill(b *box, reason string) {
 	b.limit.CompareAndSwap(nil, reason)
 	select {

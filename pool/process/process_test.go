@@ -288,10 +288,11 @@ func TestSandboxCgroup(t *testing.T) {
 	}
 }
 
-// TestLimitKills: a memory hog and a fork bomb, started as the agent
-// would, end their sandbox (and only it) as sandbox_died with
-// detail.reason oom and pids; a neighbour boots and answers throughout.
-func TestLimitKills(t *testing.T) {
+// TestLimits: a memory hog, started as the agent would, ends its sandbox
+// (and only it) as sandbox_died with detail.reason oom; a fork bomb is
+// contained in the agent's leaf (its forks fail, the sandbox lives, score
+// still runs the verifier); a neighbour answers throughout.
+func TestLimits(t *testing.T) {
 	p := newTestProvider(t, Options{})
 	if p.cgroups == nil {
 		t.Skip("no cgroups on this host")
@@ -300,36 +301,61 @@ func TestLimitKills(t *testing.T) {
 	defer cancel()
 	neighbour := pooltest.Create(t, p)
 	nc := pooltest.Dial(t, neighbour)
-	for _, tc := range []struct{ reason, hog string }{
-		{reasonOOM, `python3 -c 'x = bytearray(600 << 20); x[::4096] = b"x" * len(x[::4096])'`},
-		{reasonPids, `f() { f | f & }; f`},
-	} {
-		t.Run(tc.reason, func(t *testing.T) {
-			sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 256 << 20, Pids: 128})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Destroy(context.Background(), sb.ID)
-			c := pooltest.Dial(t, sb)
-			// The sandbox may die before exec answers.
-			_, _ = c.Exec(ctx, wire.ExecArgs{Shell: "(" + tc.hog + ") >/dev/null 2>&1 &", TimeoutMS: 5000})
-			select {
-			case <-sb.Dead:
-			case <-ctx.Done():
-				t.Fatalf("sandbox still alive after its %s hog", tc.reason)
-			}
-			err = p.Alive(ctx, sb.ID)
-			var e *aci.Error
-			if !errors.Is(err, pool.ErrSandboxDied) || !errors.As(err, &e) || fmt.Sprint(e.Detail) != fmt.Sprint(map[string]any{"reason": tc.reason}) {
-				t.Fatalf("Alive = %v (detail %v); want sandbox_died with reason %s", err, e, tc.reason)
-			}
-			if r := sb.LimitHit(); r != tc.reason {
-				t.Errorf("LimitHit = %q; want %q", r, tc.reason)
-			}
-			if h, err := nc.Health(ctx); err != nil || !h.X {
-				t.Errorf("neighbour after the %s hog: %+v, %v", tc.reason, h, err)
-			}
+	t.Run("oom", func(t *testing.T) {
+		sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 256 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Destroy(context.Background(), sb.ID)
+		c := pooltest.Dial(t, sb)
+		// The sandbox may die before exec answers.
+		_, _ = c.Exec(ctx, wire.ExecArgs{Shell: `(python3 -c 'x = bytearray(600 << 20); x[::4096] = b"x" * len(x[::4096])') >/dev/null 2>&1 &`, TimeoutMS: 5000})
+		select {
+		case <-sb.Dead:
+		case <-ctx.Done():
+			t.Fatal("sandbox still alive after its memory hog")
+		}
+		err = p.Alive(ctx, sb.ID)
+		var e *aci.Error
+		if !errors.Is(err, pool.ErrSandboxDied) || !errors.As(err, &e) || fmt.Sprint(e.Detail) != "map[reason:oom]" {
+			t.Fatalf("Alive = %v (detail %v); want sandbox_died with reason oom", err, e)
+		}
+		if r := sb.LimitHit(); r != reasonOOM {
+			t.Errorf("LimitHit = %q; want oom", r)
+		}
+	})
+	t.Run("pids", func(t *testing.T) {
+		sb, err := p.Create(ctx, pool.Spec{Pids: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Destroy(context.Background(), sb.ID)
+		p.mu.Lock()
+		pidsDir := p.boxes[sb.ID].cg.binds()["pids"]
+		if pidsDir == "" {
+			pidsDir = p.boxes[sb.ID].cg.binds()["unified"]
+		}
+		p.mu.Unlock()
+		c := pooltest.Dial(t, sb)
+		pooltest.MustSh(t, c, `(f() { f | f & }; f) >/dev/null 2>&1 &`)
+		pooltest.Eventually(t, 30*time.Second, "the fork bomb at the agent's pids limit", func() bool {
+			b, _ := os.ReadFile(filepath.Join(pidsDir, "agent", "pids.current"))
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return n >= 128-guestPids
 		})
+		if err := p.Alive(ctx, sb.ID); err != nil {
+			t.Fatalf("sandbox died of a fork bomb: %v; want it contained", err)
+		}
+		if h, err := c.Health(ctx); err != nil || !h.X {
+			t.Errorf("health beside the fork bomb: %+v, %v", h, err)
+		}
+		res, err := c.Score(ctx, wire.ScoreArgs{Shell: "echo 1", TimeoutMS: 10000})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" {
+			t.Errorf("score beside the fork bomb: %+v, %v; want the verifier's 1", res, err)
+		}
+	})
+	if h, err := nc.Health(ctx); err != nil || !h.X {
+		t.Errorf("neighbour after the hogs: %+v, %v", h, err)
 	}
 }
 
