@@ -63,7 +63,7 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_deaths_total", Help: "Sandboxes that died (Xvfb, WM or guestd gone)."},
 		func() float64 { return float64(p.Stats().Deaths) }))
 	for _, r := range pool.LimitReasons {
-		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_limit_kills_total", Help: "Sandboxes killed at one of their limits (memory: oom; process count: pids), by reason; each is also a death.",
+		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_limit_kills_total", Help: "Sandboxes killed at one of their limits, by reason (oom: memory).",
 			ConstLabels: prometheus.Labels{"reason": r}},
 			func() float64 { return float64(p.Stats().LimitDeaths[r]) }))
 	}

@@ -95,10 +95,6 @@ func (p *Pool) died(m *member, why string) {
 		reason = m.sb.LimitHit()
 	}
 	if reason != "" {
-		if p.limitDeaths == nil {
-			p.limitDeaths = map[string]uint64{}
-		}
-		p.limitDeaths[reason]++
 		why = "killed at its " + reason + " limit (" + why + ")"
 	}
 	p.removeLocked(m)
@@ -142,6 +138,18 @@ func (p *Pool) removeLocked(m *member) {
 // background, frees its slot once teardown is confirmed, and refills.
 func (p *Pool) retire(m *member) {
 	m.once.Do(func() {
+		// A limit death is counted here, once, whether the pool saw the
+		// sandbox die or its holder released it first.
+		if m.sb.LimitHit != nil {
+			if r := m.sb.LimitHit(); r != "" {
+				p.mu.Lock()
+				if p.limitDeaths == nil {
+					p.limitDeaths = map[string]uint64{}
+				}
+				p.limitDeaths[r]++
+				p.mu.Unlock()
+			}
+		}
 		close(m.gone)
 		m.guest.Close()
 		p.wg.Add(1)

@@ -65,8 +65,9 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
-	// LimitDeaths counts the deaths of sandboxes killed at a limit, by
-	// reason (LimitReasons); they are counted in Deaths too.
+	// LimitDeaths counts the sandboxes killed at a limit, by reason
+	// (LimitReasons), whether the pool saw the death or the holder released
+	// the lease first.
 	LimitDeaths map[string]uint64
 }
 
