@@ -29,8 +29,9 @@ const sandboxCgroupDir = "/run/cgroup"
 // verifier (docs/architecture.md, "Sandbox limits").
 const reasonOOM = "oom"
 
-// guestPids are the pids of a sandbox's limit the agent cannot take:
-// guestd's, the X server's and the verifier's headroom.
+// guestPids are the pids of a sandbox's limit the agent cannot take
+// (at most a quarter of a small limit): guestd's, the X server's and the
+// verifier's headroom.
 const guestPids = 64
 
 // cgroupLimits bound one whole sandbox: init, guestd, the X server and

@@ -417,7 +417,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		if spec.Pids > 0 {
 			lim.pids = int64(spec.Pids)
 		}
-		lim.agentPids = max(1, lim.pids-guestPids)
+		lim.agentPids = lim.pids - min(guestPids, lim.pids/4)
 		if b.cg, err = p.cgroups.create("shinken-"+id, lim); err != nil {
 			return nil, fmt.Errorf("process: sandbox %s: %w", id, err)
 		}
