@@ -180,17 +180,20 @@ func mountsUnder(dir string) []string {
 
 // BenchmarkBootCgroups: one sandbox's boot (to hello) and teardown with
 // its cgroup and watch against the same without cgroups, interleaved in
-// one run; the ratios are with/without.
+// one run; the ratios are with/without. boot_ratio_setup_only is a cgroup
+// whose CPU limits no boot reaches: the setup's own cost.
 //
 //	go test -run '^$' -bench BenchmarkBootCgroups -benchtime 10x ./pool/process/
 func BenchmarkBootCgroups(b *testing.B) {
 	with := newTestProvider(b, Options{})
 	without := newTestProvider(b, Options{noCgroups: true})
+	// The cgroup's setup alone: limits no boot reaches, the most weight.
+	setup := newTestProvider(b, Options{CPUs: 64, CPUWeight: 10000})
 	if with.cgroups == nil {
 		b.Skip("no cgroups on this host")
 	}
 	ctx := context.Background()
-	var bootW, bootWO, downW, downWO time.Duration
+	var bootW, bootWO, downW, downWO, bootS, downS time.Duration
 	cycle := func(p *Provider, boot, down *time.Duration) {
 		t0 := time.Now()
 		sb, err := p.Create(ctx, pool.Spec{})
@@ -208,11 +211,13 @@ func BenchmarkBootCgroups(b *testing.B) {
 	for range b.N {
 		cycle(with, &bootW, &downW)
 		cycle(without, &bootWO, &downWO)
+		cycle(setup, &bootS, &downS)
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(ms(bootW), "boot_ms_cgroups")
 	b.ReportMetric(ms(bootWO), "boot_ms_plain")
 	b.ReportMetric(float64(bootW)/float64(bootWO), "boot_ratio")
+	b.ReportMetric(float64(bootS)/float64(bootWO), "boot_ratio_setup_only")
 	b.ReportMetric(ms(downW), "destroy_ms_cgroups")
 	b.ReportMetric(ms(downWO), "destroy_ms_plain")
 	b.ReportMetric(float64(downW)/float64(downWO), "destroy_ratio")
