@@ -410,13 +410,9 @@ func (s *Server) spec() *api.Spec {
 		},
 		Pool: api.PoolSpec{
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.pool.MaxSandboxes(),
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
 		},
 		Limits: s.lim,
-	}
-	if c := caps.Confinement; c != nil {
-		cf := api.Confinement(*c)
-		sp.Pool.Confinement = &cf
 	}
 	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
 		sc := s.cfg.Screen

@@ -47,7 +47,7 @@ func forkAttacks(t *testing.T, s *servertest.Server) {
 		t.Fatal(err)
 	}
 	var spec api.Spec
-	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || spec.Pool.Confinement == nil || spec.Pool.Confinement.SnapshotBytes != forkCap {
+	if err := msgpackGet(t, s, "/v1/spec", &spec); err != nil || spec.Pool.Confinement == nil || spec.Pool.Confinement.Limits["snapshot_bytes"] != forkCap {
 		t.Errorf("spec pool confinement: %+v (%v); want snapshot_bytes %d", spec.Pool.Confinement, err, forkCap)
 	}
 	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})

@@ -66,6 +66,11 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 		func() float64 { return float64(p.Stats().Queued) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_deaths_total", Help: "Sandboxes that died (Xvfb, WM or guestd gone)."},
 		func() float64 { return float64(p.Stats().Deaths) }))
+	for _, r := range pool.LimitReasons {
+		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_limit_kills_total", Help: "Sandboxes killed at one of their limits, by reason (oom: memory).",
+			ConstLabels: prometheus.Labels{"reason": r}},
+			func() float64 { return float64(p.Stats().LimitDeaths[r]) }))
+	}
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boots_total", Help: "Sandboxes booted (cold, restored or forked)."},
 		func() float64 { return float64(p.Stats().Boots) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boot_failures_total", Help: "Failed sandbox boot attempts (each retried, or reported once retries are spent); the log has each cause."},

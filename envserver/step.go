@@ -2,6 +2,7 @@ package envserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -190,8 +191,9 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		}
 	}
 	if e.lease == nil || e.lease.Err() != nil {
-		s.died(e, e.leaseErr())
-		return fail(fmt.Errorf("env %s: %w", e.id, pool.ErrSandboxDied))
+		cause := e.leaseErr()
+		s.died(e, cause)
+		return fail(fmt.Errorf("env %s: %w", e.id, cause))
 	}
 	ep := e.ep
 	t0 := time.Now()
@@ -222,8 +224,9 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 			rec.Ran, rec.Error = &ran, wireError(err)
 			s.recordStep(e, rec)
 			if isDeath(err, e.lease) {
+				detail := limitDetail(e.lease)
 				s.died(e, err)
-				return s.diedSlot(e, ep, err)
+				return s.diedSlot(e, ep, err, detail)
 			}
 			return fail(err)
 		}
@@ -238,8 +241,9 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		rec.Error = wireError(err)
 		s.recordStep(e, rec)
 		if isDeath(err, e.lease) {
+			detail := limitDetail(e.lease)
 			s.died(e, err)
-			return s.diedSlot(e, ep, err)
+			return s.diedSlot(e, ep, err, detail)
 		}
 		return fail(err)
 	}
@@ -321,13 +325,35 @@ func (e *env) leaseErr() error {
 	return e.lease.Err()
 }
 
-// diedSlot is the result of a step whose sandbox died mid-way.
-func (s *Server) diedSlot(e *env, ep *episode, err error) slot {
+// diedSlot is the result of a step whose sandbox died mid-way; detail is
+// limitDetail's.
+func (s *Server) diedSlot(e *env, ep *episode, err error, detail any) slot {
 	return slot{res: api.Result{
 		EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Truncated: true,
 		Info:  &api.Info{Step: ep.step, Task: ep.traj.Task, ExitReason: string(trajectory.SandboxDied)},
-		Error: &aci.Error{Code: aci.CodeSandboxDied, Message: err.Error()},
+		Error: &aci.Error{Code: aci.CodeSandboxDied, Message: err.Error(), Detail: detail},
 	}}
+}
+
+// limitDetail is the detail of a sandbox_died whose sandbox reached one of
+// its limits, {"reason": "oom"|"pids"}, or nil (docs/api.md, errors).
+func limitDetail(l *pool.Lease) any {
+	if l == nil {
+		return nil
+	}
+	var d any
+	if err := l.Err(); err != nil {
+		var e *aci.Error
+		if errors.As(err, &e) && e.Detail != nil {
+			return e.Detail
+		}
+	}
+	if sb := l.Sandbox(); sb != nil && sb.LimitHit != nil {
+		if r := sb.LimitHit(); r != "" {
+			d = map[string]any{"reason": r}
+		}
+	}
+	return d
 }
 
 // runActions checks acts, then executes them in order. It returns the

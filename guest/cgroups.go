@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// AgentCgroups are the cgroup v1 hierarchies a sandbox's provider made for
-// it: under a root, one directory per controller, each holding "guest"
+// AgentCgroups are the cgroups a sandbox's provider made for it: under a
+// root, one directory per v1 controller (or one, "unified", on a cgroup v2
+// host), each holding "guest"
 // (guestd and the X server) and "agent" (everything the agent runs, under
 // the agent's limits). The agent's processes are born in "agent": guestd
 // steps into it to fork them and steps back, so no child runs a single
@@ -105,10 +107,14 @@ func (a *AgentCgroups) Freeze(ctx context.Context) error {
 		return nil
 	}
 	a.frozen = true
-	var dir string
+	// v1: the freezer hierarchy's freezer.state; v2: cgroup.freeze, with
+	// "frozen 1" in cgroup.events once done.
+	var dir, file, want, state, done string
 	for _, d := range a.ctls {
 		if filepath.Base(d) == "freezer" {
-			dir = filepath.Join(d, "agent")
+			dir, file, want, state, done = filepath.Join(d, "agent"), "freezer.state", "FROZEN", "freezer.state", "FROZEN"
+		} else if _, err := os.Stat(filepath.Join(d, "agent", "cgroup.freeze")); err == nil && dir == "" {
+			dir, file, want, state, done = filepath.Join(d, "agent"), "cgroup.freeze", "1", "cgroup.events", "frozen 1"
 		}
 	}
 	if dir == "" {
@@ -117,15 +123,15 @@ func (a *AgentCgroups) Freeze(ctx context.Context) error {
 	if own, _ := os.ReadFile("/proc/self/cgroup"); strings.Contains(string(own), "/agent\n") {
 		return errors.New("guest: guestd is in the agent's cgroup; not freezing it")
 	}
-	if err := os.WriteFile(dir+"/freezer.state", []byte("FROZEN"), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(want), 0); err != nil {
 		return fmt.Errorf("freeze %s: %w", dir, err)
 	}
 	for {
-		b, err := os.ReadFile(dir + "/freezer.state")
+		b, err := os.ReadFile(filepath.Join(dir, state))
 		if err != nil {
 			return fmt.Errorf("freeze %s: %w", dir, err)
 		}
-		if string(bytes.TrimSpace(b)) == "FROZEN" {
+		if slices.Contains(strings.Split(string(bytes.TrimSpace(b)), "\n"), done) {
 			return nil
 		}
 		select {

@@ -90,13 +90,24 @@ func (p *Pool) died(m *member, why string) {
 	default:
 	}
 	p.deaths++
+	reason := ""
+	if m.sb.LimitHit != nil {
+		reason = m.sb.LimitHit()
+	}
+	if reason != "" {
+		why = "killed at its " + reason + " limit (" + why + ")"
+	}
 	p.removeLocked(m)
 	l := m.lease
 	p.signalLocked()
 	p.mu.Unlock()
 	p.cfg.Logf("pool: sandbox %s died: %s", m.sb.ID, why)
 	if l != nil {
-		l.kill(Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why))
+		err := Errorf(ErrSandboxDied, aci.CodeSandboxDied, "sandbox %s died: %s", m.sb.ID, why)
+		if reason != "" {
+			err = WithDetail(err, map[string]any{"reason": reason})
+		}
+		l.kill(err)
 	}
 	p.retire(m)
 }
@@ -127,6 +138,18 @@ func (p *Pool) removeLocked(m *member) {
 // background, frees its slot once teardown is confirmed, and refills.
 func (p *Pool) retire(m *member) {
 	m.once.Do(func() {
+		// A limit death is counted here, once, whether the pool saw the
+		// sandbox die or its holder released it first.
+		if m.sb.LimitHit != nil {
+			if r := m.sb.LimitHit(); r != "" {
+				p.mu.Lock()
+				if p.limitDeaths == nil {
+					p.limitDeaths = map[string]uint64{}
+				}
+				p.limitDeaths[r]++
+				p.mu.Unlock()
+			}
+		}
 		close(m.gone)
 		m.guest.Close()
 		p.wg.Add(1)

@@ -72,6 +72,10 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
+	// LimitDeaths counts the sandboxes killed at a limit, by reason
+	// (LimitReasons), whether the pool saw the death or the holder released
+	// the lease first.
+	LimitDeaths map[string]uint64
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -97,6 +101,7 @@ type Pool struct {
 	leased       map[*Lease]struct{}
 	goldens      map[string]*golden
 	deaths       uint64
+	limitDeaths  map[string]uint64 // by reason
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
@@ -208,6 +213,12 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
 		Queued: len(p.warmQ) + len(p.roomQ)}
+	if len(p.limitDeaths) > 0 {
+		s.LimitDeaths = make(map[string]uint64, len(p.limitDeaths))
+		for r, n := range p.limitDeaths {
+			s.LimitDeaths[r] = n
+		}
+	}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting

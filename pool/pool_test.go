@@ -404,3 +404,33 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	l.Release(ctxT(t)) // harmless after Close
 }
+
+// TestLimitDeathReason: a leased sandbox whose agent allocates past its
+// memory is ended; the lease's error is sandbox_died with detail.reason
+// "oom", and the pool counts it as a limit death.
+func TestLimitDeathReason(t *testing.T) {
+	prov := newProvider(t)
+	if prov.Capabilities().Confinement == nil || prov.Capabilities().Confinement.Cgroup == "" {
+		t.Skip("no cgroups on this host")
+	}
+	p := newPool(t, prov, pool.Config{Size: 1, Spec: pool.Spec{MemoryBytes: 256 << 20}})
+	l, err := p.Lease(ctxT(t))
+	if err != nil {
+		t.Fatalf("Lease: %v", err)
+	}
+	defer l.Release(ctxT(t))
+	// The sandbox may die before exec answers.
+	_, _ = l.Guest().Exec(ctxT(t), wire.ExecArgs{Shell: `(python3 -c 'x = b"x" * (600 << 20)') >/dev/null 2>&1 &`, TimeoutMS: 5000})
+	select {
+	case <-l.Dead():
+	case <-ctxT(t).Done():
+		t.Fatal("lease alive after a memory hog")
+	}
+	var e *aci.Error
+	if err := l.Err(); !errors.As(err, &e) || e.Code != aci.CodeSandboxDied || fmt.Sprint(e.Detail) != "map[reason:oom]" {
+		t.Fatalf("lease error = %v (%+v); want sandbox_died with detail reason oom", err, e)
+	}
+	if s := stats(p); s.LimitDeaths["oom"] != 1 || s.Deaths < 1 {
+		t.Fatalf("stats = %+v; want one oom limit death", s)
+	}
+}

@@ -32,29 +32,52 @@ type Capabilities struct {
 	// reach: what a sandbox sees of the host, and who the agent, guestd and
 	// the verifier run as.
 	Isolation string `msgpack:"isolation,omitempty" json:"isolation,omitempty"`
-	Notes     string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	// Confinement is the same as structured fields, from what the provider
+	// probed at start; nil where it does not say.
+	Confinement *Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
+	Notes       string       `msgpack:"notes,omitempty" json:"notes,omitempty"`
 	// A11y says the sandboxes run an accessibility bus: observations may
 	// carry the accessibility tree and actions may target its elements.
 	A11y bool `msgpack:"a11y" json:"a11y"`
-	// Confinement is what the provider enforces on every sandbox, field by
-	// field; nil where it reports none. A field is set only where the
-	// provider's code applies it (docs/architecture.md, "Docker hardening").
-	Confinement *Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
 }
 
-// Confinement is what a provider enforces on each sandbox; zero fields are
-// not enforced (or not reported).
+// Confinement is what a provider's sandboxes are confined by, as probed
+// when the provider started (docs/api.md, GET /v1/spec).
 type Confinement struct {
-	ReadOnlyRoot    bool    `msgpack:"read_only_root,omitempty" json:"read_only_root,omitempty"`       // the root filesystem cannot be written
-	Seccomp         string  `msgpack:"seccomp,omitempty" json:"seccomp,omitempty"`                     // seccomp profile ("default": the engine's)
-	NoNewPrivileges bool    `msgpack:"no_new_privileges,omitempty" json:"no_new_privileges,omitempty"` // setuid binaries do not raise privileges
-	MemoryBytes     int64   `msgpack:"memory_bytes,omitempty" json:"memory_bytes,omitempty"`           // default memory limit (Spec.MemoryBytes overrides)
-	Pids            int64   `msgpack:"pids,omitempty" json:"pids,omitempty"`                           // default process limit (Spec.Pids overrides)
-	CPUs            float64 `msgpack:"cpus,omitempty" json:"cpus,omitempty"`                           // CPU time, in CPUs
-	WritableBytes   int64   `msgpack:"writable_bytes,omitempty" json:"writable_bytes,omitempty"`       // the writable state's size bound
-	SnapshotBytes   int64   `msgpack:"snapshot_bytes,omitempty" json:"snapshot_bytes,omitempty"`       // what one snapshot may copy (too_large beyond)
-	LogBytes        int64   `msgpack:"log_bytes,omitempty" json:"log_bytes,omitempty"`                 // output kept per sandbox
+	// Namespaces each sandbox has of its own: pid, mount, ipc, net, uts,
+	// user.
+	Namespaces []string `msgpack:"namespaces" json:"namespaces"`
+	// UIDs says who the agent runs as: "per_sandbox" (a host uid of its
+	// own, never 0), "shared" (one uid for every sandbox) or "caller".
+	UIDs string `msgpack:"uids" json:"uids"`
+	// AgentRoot says whether the agent runs as uid 0 of any namespace.
+	AgentRoot bool `msgpack:"agent_root" json:"agent_root"`
+	// NoNewPrivs: setuid binaries and file capabilities give nothing.
+	NoNewPrivs bool `msgpack:"no_new_privs" json:"no_new_privs"`
+	// ReadOnlyRoot: the agent's view of the OS is read-only and cannot be
+	// remounted.
+	ReadOnlyRoot bool `msgpack:"read_only_root" json:"read_only_root"`
+	// Dev is the /dev a sandbox sees: "private" (a few safe nodes) or
+	// "host".
+	Dev string `msgpack:"dev" json:"dev"`
+	// Cgroup is the cgroup version sandboxes are limited through ("v1",
+	// "v2"; "engine" where a container engine applies the limits), "" for
+	// none.
+	Cgroup string `msgpack:"cgroup,omitempty" json:"cgroup,omitempty"`
+	// Limits are the limits each sandbox has, by name, with their values;
+	// a limit the host cannot give is absent. Names: memory_bytes, pids,
+	// cpu_millis (CPU time in thousandths of a CPU), cpu_weight, io_weight,
+	// nofile, nproc, fsize_bytes, shm_bytes, state_bytes (the writable
+	// state's bound), snapshot_bytes (what one snapshot may copy; too_large
+	// beyond), log_bytes (output kept per sandbox).
+	Limits map[string]int64 `msgpack:"limits,omitempty" json:"limits,omitempty"`
+	// Seccomp names the system-call filter, "" for none.
+	Seccomp string `msgpack:"seccomp,omitempty" json:"seccomp,omitempty"`
 }
+
+// Limit reasons: a sandbox its provider ended because it reached a limit
+// reports one of these as detail.reason of its sandbox_died (docs/api.md).
+var LimitReasons = []string{"oom"}
 
 // Spec describes the sandbox to create.
 type Spec struct {
@@ -74,6 +97,10 @@ type Sandbox struct {
 	// Dead is closed when the provider observes the sandbox end (its init
 	// exited, its container stopped). Never nil for a created sandbox.
 	Dead <-chan struct{}
+	// LimitHit names the limit the sandbox reached (one of LimitReasons),
+	// "" for none; nil where the provider does not tell. A sandbox that
+	// died with a limit hit died of it.
+	LimitHit func() string
 }
 
 // Provider owns sandbox lifecycles. Implementations are safe for concurrent use.
@@ -125,6 +152,17 @@ var (
 // either. Its message is the formatted text.
 func Errorf(kind error, code aci.Code, format string, args ...any) error {
 	return &typedError{kind: kind, e: aci.Errorf(code, format, args...)}
+}
+
+// WithDetail returns err (a typed error of Errorf) with detail set on its
+// aci.Error, so it travels to the wire (docs/api.md, errors).
+func WithDetail(err error, detail any) error {
+	if t, ok := err.(*typedError); ok {
+		e := *t.e
+		e.Detail = detail
+		return &typedError{kind: t.kind, e: &e}
+	}
+	return err
 }
 
 type typedError struct {

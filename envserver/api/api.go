@@ -18,6 +18,7 @@ package api
 
 import (
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/pool"
 )
 
 // Protocol is the version this package speaks.
@@ -225,24 +226,10 @@ type PoolSpec struct {
 	Confined   bool   `msgpack:"confined" json:"confined"`
 	Isolation  string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
 	Notes      string `msgpack:"notes,omitempty" json:"notes,omitempty"`
-	// Confinement lists what the provider enforces on each sandbox
-	// (read-only root, seccomp, limits); absent where it reports none.
-	Confinement *Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
-}
-
-// Confinement is what a provider enforces on each sandbox; zero fields are
-// not enforced (or not reported). It is the wire form of the pool's
-// descriptor, converted field for field (the compiler keeps the two alike).
-type Confinement struct {
-	ReadOnlyRoot    bool    `msgpack:"read_only_root,omitempty" json:"read_only_root,omitempty"`       // the root filesystem cannot be written
-	Seccomp         string  `msgpack:"seccomp,omitempty" json:"seccomp,omitempty"`                     // seccomp profile ("default": the engine's)
-	NoNewPrivileges bool    `msgpack:"no_new_privileges,omitempty" json:"no_new_privileges,omitempty"` // setuid binaries do not raise privileges
-	MemoryBytes     int64   `msgpack:"memory_bytes,omitempty" json:"memory_bytes,omitempty"`           // default memory limit
-	Pids            int64   `msgpack:"pids,omitempty" json:"pids,omitempty"`                           // default process limit
-	CPUs            float64 `msgpack:"cpus,omitempty" json:"cpus,omitempty"`                           // CPU time, in CPUs
-	WritableBytes   int64   `msgpack:"writable_bytes,omitempty" json:"writable_bytes,omitempty"`       // the writable state's size bound
-	SnapshotBytes   int64   `msgpack:"snapshot_bytes,omitempty" json:"snapshot_bytes,omitempty"`       // what one snapshot may copy (too_large beyond)
-	LogBytes        int64   `msgpack:"log_bytes,omitempty" json:"log_bytes,omitempty"`                 // output kept per sandbox
+	// Confinement is what the provider enforces on each sandbox, as probed
+	// at start (namespaces, uids, /dev, cgroup limits, seccomp); absent
+	// where it reports none.
+	Confinement *pool.Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
 }
 
 // Limits are the request caps, enforced while a body is decoded (before

@@ -363,15 +363,21 @@ func (p *Provider) Capabilities() pool.Capabilities {
 			"pids/memory/shm/CPU limits, capped logs; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
 			"verifiers as their own uid after the agent's processes are stopped; the guest socket is root's",
 		Confinement: &pool.Confinement{
-			ReadOnlyRoot:    true,
-			Seccomp:         "default",
-			NoNewPrivileges: true,
-			MemoryBytes:     DefaultMemory,
-			Pids:            DefaultPids,
-			CPUs:            p.opts.CPUs,
-			WritableBytes:   p.opts.HomeBytes + p.opts.TmpBytes,
-			SnapshotBytes:   max(p.opts.SnapshotBytes, 0),
-			LogBytes:        2 * DefaultLogBytes,
+			Namespaces:   []string{"pid", "mount", "ipc", "net", "uts"},
+			UIDs:         "per_sandbox",
+			NoNewPrivs:   true,
+			ReadOnlyRoot: true,
+			Dev:          "private",
+			Cgroup:       "engine",
+			Seccomp:      "default",
+			Limits: map[string]int64{
+				"memory_bytes":   DefaultMemory,
+				"pids":           DefaultPids,
+				"cpu_millis":     int64(p.opts.CPUs * 1000),
+				"state_bytes":    p.opts.HomeBytes + p.opts.TmpBytes,
+				"snapshot_bytes": max(p.opts.SnapshotBytes, 0),
+				"log_bytes":      2 * DefaultLogBytes,
+			},
 		},
 	}
 }

@@ -8,114 +8,141 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroupRoot is where the host mounts its cgroup hierarchies.
 const cgroupRoot = "/sys/fs/cgroup"
 
-// agentControllers are the cgroup v1 controllers an agent's processes are
-// put under, when the host mounts them: freezer (the scoring freeze),
-// memory, pids and cpu (its limits, so exhausting them is its own loss and
-// never another sandbox's or guestd's).
-var agentControllers = []string{"freezer", "memory", "pids", "cpu"}
+// sandboxCgroupDir is the in-sandbox directory holding the sandbox's
+// cgroups (one subdirectory per v1 controller, or "unified" for v2), bound
+// there for guestd alone (root's, mode 0700).
+const sandboxCgroupDir = "/run/cgroup"
 
-// sandboxCgroup is the in-sandbox directory holding the agent's cgroups,
-// one subdirectory per controller; root's alone.
-const sandboxCgroup = "/run/cgroup"
+// reasonOOM is what a sandbox ended at its memory limit reports as
+// detail.reason of its sandbox_died (docs/api.md, errors). The pids limit
+// ends nothing: the agent's leaf has a lower one (cgroupLimits.agentPids),
+// so a fork bomb only fails its own forks and guestd can still start the
+// verifier (docs/architecture.md, "Sandbox limits").
+const reasonOOM = "oom"
 
-// agentLimits bound one sandbox's agent processes.
-type agentLimits struct {
-	memory int64 // bytes; 0: none
-	pids   int64 // 0: none
-	cpus   int   // 0: none
+// guestPids are the pids of a sandbox's limit the agent cannot take
+// (at most a quarter of a small limit): guestd's, the X server's and the
+// verifier's headroom.
+const guestPids = 64
+
+// cgroupLimits bound one whole sandbox: init, guestd, the X server and
+// everything the agent runs (docs/architecture.md, "Sandbox limits").
+type cgroupLimits struct {
+	memory    int64 // bytes; 0: none
+	pids      int64 // the whole sandbox's; 0: none
+	agentPids int64 // the agent leaf's (below pids); 0: none
+	cpus      int   // CPU quota in whole CPUs; 0: none
+	cpuWeight int   // relative CPU share, 1..10000 (v2 scale; v1 converts); 0: default
+	ioWeight  int   // relative IO share, 1..10000 (v2 scale); 0: default
 }
 
-// agentCgroups are one sandbox's cgroups for its agent's processes, by
-// controller, as host directories.
-type agentCgroups map[string]string
+// cgroupHost is the host's cgroup hierarchy as probed at start: v2 where
+// the unified hierarchy holds the controllers, v1 where it does not. One
+// interface, two small implementations (cgroupV1, cgroupV2).
+type cgroupHost interface {
+	// version is "v1" or "v2".
+	version() string
+	// controllers are the controllers sandboxes get, as probed.
+	controllers() []string
+	// create makes the sandbox's cgroup name under this process's own,
+	// with its "guest" and "agent" leaves, under lim.
+	create(name string, lim cgroupLimits) (sandboxCgroup, error)
+	// removeRun removes the cgroups an orphaned run left (their names
+	// start with "shinken-px<run>-").
+	removeRun(run string)
+}
 
-// newAgentCgroups makes name under this process's own cgroup in each
-// available v1 hierarchy of agentControllers, with two children: guest (the
-// sandbox's init, guestd and the X server) and agent (everything the agent
-// runs, under lim). A controller the host does not offer (or does not let
-// us write) is skipped: the freeze then falls back to guestd's sweep, the
-// limits to rlimits. The map holds the name's directory per controller.
-func newAgentCgroups(name string, lim agentLimits) agentCgroups {
-	own := ownCgroups()
-	cg := agentCgroups{}
-	for _, ctl := range agentControllers {
-		base, ok := own[ctl]
-		if !ok {
+// sandboxCgroup is one sandbox's cgroup.
+type sandboxCgroup interface {
+	// enter puts pid (the sandbox's init) in the guest leaf; its children
+	// are born there.
+	enter(pid int) error
+	// limitHit names the limit that killed in the sandbox (reasonOOM), ""
+	// for none, from the kernel's counters.
+	limitHit() string
+	// watch calls hit (once, from its own goroutine) when the kernel
+	// reports the sandbox at one of its limits, until stop is called.
+	watch(hit func(reason string)) (stop func(), err error)
+	// thaw thaws the agent's freezer: frozen processes cannot die.
+	thaw()
+	// remove removes the cgroup once its processes are gone.
+	remove() error
+	// binds are the host directories bound at /run/cgroup/<name> for
+	// guestd (each holds "guest" and "agent").
+	binds() map[string]string
+	// dirs are the host directories (for tests and logs).
+	dirs() []string
+}
+
+// probeCgroups finds the host's cgroup hierarchy: v2 when the unified
+// hierarchy has the memory and pids controllers and this process may
+// enable them for its children; else v1 with whichever of its
+// controllers this process may write; nil when neither.
+func probeCgroups() cgroupHost {
+	if v2 := probeV2(); v2 != nil {
+		return v2
+	}
+	if v1 := probeV1(); v1 != nil {
+		return v1
+	}
+	return nil
+}
+
+// ownCgroups maps each hierarchy of /proc/self/cgroup to this process's
+// path in it: v1 controllers by name, the unified hierarchy as "".
+func ownCgroups() map[string]string {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
 			continue
 		}
-		dir := filepath.Join(cgroupRoot, ctl, base, name)
-		if err := os.Mkdir(dir, 0o700); err != nil {
+		if parts[1] == "" {
+			out[""] = parts[2]
 			continue
 		}
-		agent := filepath.Join(dir, "agent")
-		err := os.Mkdir(filepath.Join(dir, "guest"), 0o700)
-		if err == nil {
-			err = os.Mkdir(agent, 0o700)
+		for _, ctl := range strings.Split(parts[1], ",") {
+			out[ctl] = parts[2]
 		}
-		if err == nil {
-			switch ctl {
-			case "memory":
-				if lim.memory > 0 {
-					err = writeCg(agent, "memory.limit_in_bytes", strconv.FormatInt(lim.memory, 10))
-				}
-			case "pids":
-				if lim.pids > 0 {
-					err = writeCg(agent, "pids.max", strconv.FormatInt(lim.pids, 10))
-				}
-			case "cpu":
-				if lim.cpus > 0 {
-					err = writeCg(agent, "cpu.cfs_period_us", "100000")
-					if err == nil {
-						err = writeCg(agent, "cpu.cfs_quota_us", strconv.Itoa(lim.cpus*100000))
-					}
-				}
-			}
-		}
-		if err != nil {
-			agentCgroups{ctl: dir}.remove()
-			continue
-		}
-		cg[ctl] = dir
 	}
-	return cg
+	return out
 }
 
-// enter puts pid (the sandbox's init) in the guest cgroups.
-func (cg agentCgroups) enter(pid int) error {
-	var errs []error
-	for _, d := range cg {
-		errs = append(errs, writeCg(filepath.Join(d, "guest"), "cgroup.procs", strconv.Itoa(pid)))
-	}
-	return errors.Join(errs...)
+func writeCg(dir, file, val string) error {
+	return os.WriteFile(filepath.Join(dir, file), []byte(val), 0)
 }
 
-// thaw thaws the freezer: frozen processes cannot die, so a sandbox is
-// thawed before it is killed.
-func (cg agentCgroups) thaw() {
-	if d, ok := cg["freezer"]; ok {
-		writeCg(filepath.Join(d, "agent"), "freezer.state", "THAWED")
+// readKV reads a "key value" cgroup file (memory.events, pids.events,
+// memory.oom_control) into a map; missing keys read as 0.
+func readKV(path string) map[string]int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
 	}
-}
-
-// remove removes the cgroups, waiting up to a second for the kernel to
-// finish with their processes.
-func (cg agentCgroups) remove() error {
-	cg.thaw()
-	var errs []error
-	for _, top := range cg {
-		for _, d := range []string{filepath.Join(top, "agent"), filepath.Join(top, "guest"), top} {
-			if err := rmdirCg(d); err != nil {
-				errs = append(errs, err)
-			}
+	out := map[string]int64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			out[f[0]] = v
 		}
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // rmdirCg removes an empty cgroup, waiting up to a second for the kernel to
@@ -134,77 +161,51 @@ func rmdirCg(d string) error {
 	}
 }
 
-func writeCg(dir, file, val string) error {
-	return os.WriteFile(filepath.Join(dir, file), []byte(val), 0)
-}
-
-// ownCgroups maps each v1 controller to this process's cgroup path in its
-// hierarchy, from /proc/self/cgroup.
-func ownCgroups() map[string]string {
-	f, err := os.Open("/proc/self/cgroup")
+// watchFiles reports the first limit hit: it waits on inotify IN_MODIFY of
+// the event files (the kernel notifies them when a counter moves; the
+// counters are re-read through cg.limitHit) and on the extra pollable fds,
+// each of which means its reason when readable (a v1 OOM eventfd). Nothing
+// is polled on a timer.
+func watchFiles(cg sandboxCgroup, files []string, extra map[*os.File]string, hit func(string)) (func(), error) {
+	ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
-			continue
+	for _, f := range files {
+		if _, err := unix.InotifyAddWatch(ifd, f, unix.IN_MODIFY); err != nil {
+			unix.Close(ifd)
+			return nil, fmt.Errorf("watch %s: %w", f, err)
 		}
-		for _, ctl := range strings.Split(parts[1], ",") {
-			if _, err := os.Stat(filepath.Join(cgroupRoot, ctl, parts[2])); err == nil {
-				out[ctl] = parts[2]
+	}
+	in := os.NewFile(uintptr(ifd), "inotify")
+	srcs := map[*os.File]string{in: ""}
+	for f, r := range extra {
+		srcs[f] = r
+	}
+	var once sync.Once
+	fire := func(r string) {
+		if r == "" {
+			r = cg.limitHit()
+		}
+		if r != "" {
+			once.Do(func() { hit(r) })
+		}
+	}
+	for f, r := range srcs {
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				if _, err := f.Read(buf); err != nil {
+					return // closed by stop
+				}
+				fire(r)
 			}
-		}
+		}()
 	}
-	return out
-}
-
-// guestdArgs are guestd's flags for the cgroups as the sandbox sees them.
-func (cg agentCgroups) guestdArgs() []string {
-	if len(cg) == 0 {
-		return nil
-	}
-	return []string{"--cgroups", sandboxCgroup}
-}
-
-func (cg agentCgroups) String() string {
-	ctls := make([]string, 0, len(cg))
-	for _, ctl := range agentControllers {
-		if _, ok := cg[ctl]; ok {
-			ctls = append(ctls, ctl)
+	go fire("") // a limit hit before the watch began
+	return func() {
+		for f := range srcs {
+			f.Close()
 		}
-	}
-	return fmt.Sprintf("cgroups(%s)", strings.Join(ctls, ","))
-}
-
-// removeRunCgroups removes the agent cgroups an orphaned run left (its
-// sandboxes' names start with "shinken-px<run>-"), thawing them first.
-func removeRunCgroups(run string) {
-	own := ownCgroups()
-	for _, ctl := range agentControllers {
-		base, ok := own[ctl]
-		if !ok {
-			continue
-		}
-		dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, ctl, base, "shinken-px"+run+"-*"))
-		for _, d := range dirs {
-			agentCgroups{ctl: d}.remove()
-		}
-	}
-}
-
-// newCgroupsProbe names the agent controllers this host offers, as a
-// comma-separated list ("" for none).
-func newCgroupsProbe() string {
-	own := ownCgroups()
-	var ctls []string
-	for _, ctl := range agentControllers {
-		if _, ok := own[ctl]; ok {
-			ctls = append(ctls, ctl)
-		}
-	}
-	return strings.Join(ctls, ",")
+	}, nil
 }

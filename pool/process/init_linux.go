@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -33,13 +34,19 @@ type initConfig struct {
 	GID     int      `json:"gid"`      // -1: keep
 	NoFile  uint64   `json:"nofile"`   // RLIMIT_NOFILE
 	NProc   uint64   `json:"nproc"`    // RLIMIT_NPROC (per uid; each sandbox has its own uid)
-	ShmSize int64    `json:"shm_size"` // bytes of the private /dev/shm
+	ShmSize int64    `json:"shm_size"` // bytes of the private /dev/shm and SysV shm
+	FSize   uint64   `json:"fsize"`    // RLIMIT_FSIZE
+	OOMAdj  int      `json:"oom_adj"`  // oom_score_adj of every process of the sandbox
+	// Gate: wait for the provider to close fd 3 (it has put the init in
+	// the sandbox's cgroup) before anything else.
+	Gate bool `json:"gate,omitempty"`
 	// KeepCaps, when guestd keeps root (UID -1 on a root host), are the
 	// only capabilities left in its bounding set: enough to run the agent
 	// and the scorer as their own uids and to stop the agent's processes.
 	KeepCaps []int `json:"keep_caps,omitempty"`
-	// Cgroups are the agent's cgroups by controller (host dirs), bound at
-	// /run/cgroup/<controller> for guestd alone.
+	// Cgroups are the sandbox's cgroups by controller (host dirs, each with
+	// guest and agent leaves), bound at /run/cgroup/<controller> for guestd
+	// alone.
 	Cgroups map[string]string `json:"cgroups,omitempty"`
 }
 
@@ -66,7 +73,18 @@ func MaybeRunInit() {
 // and network namespaces) and execs guestd as the namespace's PID 1. It only
 // returns on failure. See root_linux.go for the filesystem it sees.
 func runInit(cfg *initConfig) error {
+	if cfg.Gate {
+		if err := awaitGate(); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(cfg.OOMAdj)), 0); err != nil {
+		return fmt.Errorf("oom_score_adj: %w", err)
+	}
 	if err := confine(cfg); err != nil {
+		return err
+	}
+	if err := setIPCLimits(cfg.ShmSize); err != nil {
 		return err
 	}
 	if err := setLimits(cfg); err != nil {
@@ -113,7 +131,7 @@ func setLimits(cfg *initConfig) error {
 	for _, l := range []struct {
 		res int
 		v   uint64
-	}{{unix.RLIMIT_NOFILE, cfg.NoFile}, {unix.RLIMIT_NPROC, cfg.NProc}, {unix.RLIMIT_CORE, 0}} {
+	}{{unix.RLIMIT_NOFILE, cfg.NoFile}, {unix.RLIMIT_NPROC, cfg.NProc}, {unix.RLIMIT_FSIZE, cfg.FSize}, {unix.RLIMIT_CORE, 0}} {
 		if l.v == 0 && l.res != unix.RLIMIT_CORE {
 			continue
 		}

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/guest"
+
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"golang.org/x/sync/errgroup"
@@ -64,17 +64,25 @@ type Options struct {
 	NoFile, NProc uint64
 	// ShmBytes sizes the sandbox's private /dev/shm (default 64 MiB).
 	ShmBytes int64
-	// AgentMemory and AgentCPUs bound the agent's processes of one sandbox
-	// through cgroups, where the host offers them (defaults 2 GiB and 1;
-	// Spec.MemoryBytes overrides AgentMemory). guestd and the X server stay
-	// outside: what the agent exhausts is its own.
-	AgentMemory int64
-	AgentCPUs   int
 	// SnapshotBytes caps what one snapshot copies (file data, holes not
 	// counted, plus 512 bytes per entry); a sandbox holding more fails
 	// Snapshot (and so /v1/fork) with code too_large. 0 means
 	// 4 GiB; negative means no cap.
 	SnapshotBytes int64
+	// MemoryBytes, CPUs, CPUWeight and IOWeight bound one whole sandbox
+	// (init, guestd, the X server and the agent) through its cgroup
+	// (docs/architecture.md, "Sandbox limits"): memory (default 2 GiB;
+	// Spec.MemoryBytes overrides it), a CPU quota in whole CPUs (default
+	// 1), a relative CPU and IO weight (1..10000, default 100). The pids
+	// limit is NProc (Spec.Pids overrides it).
+	MemoryBytes int64
+	CPUs        int
+	CPUWeight   int
+	IOWeight    int
+	// StateBytes bounds a sandbox's writable state (home, workspace, /tmp:
+	// one tmpfs; default 1 GiB) and FileBytes any one file it writes
+	// (RLIMIT_FSIZE; default 512 MiB).
+	StateBytes, FileBytes int64
 	// BootTimeout bounds one boot, from start to hello (default 30 s).
 	BootTimeout time.Duration
 	// MaxConcurrentBoots bounds the boots of one Fork (default 4).
@@ -101,6 +109,7 @@ type Provider struct {
 	runLock  *os.File
 	confined bool
 	notes    string
+	cgroups  cgroupHost // nil: the host gives none (or noCgroups)
 	displays *displays
 	uids     *displays // host-wide uid claims (root only); same flock scheme
 	seq      atomic.Uint64
@@ -120,7 +129,10 @@ type box struct {
 	cmd     *exec.Cmd
 	dead    chan struct{} // closed after the init was reaped
 	pidNS   string        // pid namespace id, "" when unconfined
-	cg      agentCgroups  // the agent's cgroups (host dirs); nil when none
+	cg      sandboxCgroup // the sandbox's cgroup; nil when none
+	unwatch func()        // stops the cgroup's limit watch; nil when none
+	state   bool          // dir is a tmpfs of this provider's (StateBytes)
+	limit   atomic.Value  // string: the limit the sandbox was ended by
 	exitErr error         // valid after dead is closed
 }
 
@@ -161,11 +173,23 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.ShmBytes == 0 {
 		opts.ShmBytes = 64 << 20
 	}
-	if opts.AgentMemory == 0 {
-		opts.AgentMemory = 2 << 30
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = 2 << 30
 	}
-	if opts.AgentCPUs == 0 {
-		opts.AgentCPUs = 1
+	if opts.CPUs == 0 {
+		opts.CPUs = 1
+	}
+	if opts.CPUWeight == 0 {
+		opts.CPUWeight = 100
+	}
+	if opts.IOWeight == 0 {
+		opts.IOWeight = 100
+	}
+	if opts.StateBytes == 0 {
+		opts.StateBytes = 1 << 30
+	}
+	if opts.FileBytes == 0 {
+		opts.FileBytes = 512 << 20
 	}
 	if opts.SnapshotBytes == 0 {
 		opts.SnapshotBytes = safecopy.DefaultMax
@@ -206,18 +230,35 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err := p.claimRun(); err != nil {
 		return nil, err
 	}
-	if err := p.probeNamespaces(); err != nil {
+	if os.Geteuid() != 0 {
+		err = errRootless
+		if !opts.AllowUnconfined {
+			p.releaseRun()
+			return nil, pool.Errorf(pool.ErrUnsupported, aci.CodeUnsupported, "process: %s; run the server as root (each sandbox then gets its own uid, cgroup and a root it cannot remount), use the docker provider, or set AllowUnconfined to run sandboxes knowingly unconfined", errRootless)
+		}
+	} else {
+		err = p.probeNamespaces()
+	}
+	if err != nil {
 		if !opts.AllowUnconfined {
 			p.releaseRun()
 			return nil, pool.Errorf(pool.ErrUnsupported, aci.CodeUnsupported, "process: this host cannot confine sandboxes (%v); run as root or enable unprivileged user namespaces, or set AllowUnconfined to run them unconfined", err)
 		}
-		p.notes = "UNCONFINED: the host cannot create namespaces (" + err.Error() + "); sandboxes share the host's filesystem, network and processes. "
+		p.notes = "UNCONFINED: the host cannot confine sandboxes (" + err.Error() + "); sandboxes share the host's filesystem, network and processes. "
 		opts.Logf("process: WARNING: running sandboxes unconfined: %v", err)
 		p.displays.checkHostX = true
 	} else {
 		p.confined = true
 	}
-	if p.confined && os.Geteuid() == 0 {
+	if p.confined && !opts.noCgroups {
+		p.cgroups = probeCgroups()
+	}
+	if p.confined {
+		// The OOM killer picks a sandbox long before the server
+		// (docs/architecture.md, "Sandbox limits").
+		_ = os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(serverOOMScoreAdj)), 0)
+	}
+	if p.confined {
 		if err := os.MkdirAll(opts.UIDLockDir, 0o755); err != nil {
 			p.releaseRun()
 			return nil, fmt.Errorf("process: uid claims: %w", err)
@@ -257,18 +298,20 @@ func findGuestd(path string) (string, error) {
 }
 
 // cloneFlags are the namespaces every sandbox gets.
-const cloneFlags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET
+const cloneFlags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET | syscall.CLONE_NEWUTS
 
-// sysProcAttr returns the attributes that start a sandbox init. Without
-// root, a user namespace maps the caller's uid to root inside.
+// namespaceNames are cloneFlags' namespaces as /v1/spec lists them.
+var namespaceNames = []string{"pid", "mount", "ipc", "net", "uts"}
+
+// errRootless is why a non-root server runs no confined sandbox: in a user
+// namespace the agent would be its uid 0 with every capability over the
+// sandbox's mounts (docs/architecture.md, "Rootless").
+var errRootless = errors.New("rootless sandboxes are refused: without root the agent would run as uid 0 of its user namespace, able to unmount and remount its view of the host")
+
+// sysProcAttr returns the attributes that start a sandbox init (root
+// only: see errRootless).
 func sysProcAttr() *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() != 0 {
-		a.Cloneflags |= syscall.CLONE_NEWUSER
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
-	return a
+	return &syscall.SysProcAttr{Cloneflags: cloneFlags, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // probeNamespaces starts a trivial process in the sandbox namespaces.
@@ -283,40 +326,6 @@ func (p *Provider) probeNamespaces() error {
 	cmd := exec.Command(truePath)
 	cmd.SysProcAttr = sysProcAttr()
 	return cmd.Run()
-}
-
-// Capabilities implements pool.Provider.
-func (p *Provider) Capabilities() pool.Capabilities {
-	return pool.Capabilities{
-		Provider:     "process",
-		SnapshotKind: pool.SnapshotDisk,
-		Snapshot:     true,
-		Restore:      true,
-		Fork:         true,
-		Confined:     p.confined,
-		Isolation:    p.isolation(),
-		Notes:        p.notes,
-		A11y:         guest.HasA11y(), // sandboxes run this host's binaries
-		Confinement:  &pool.Confinement{SnapshotBytes: max(p.opts.SnapshotBytes, 0)},
-	}
-}
-
-// isolation describes what keeps the reward out of the agent's reach.
-func (p *Provider) isolation() string {
-	switch {
-	case !p.confined:
-		return "none: unconfined sandboxes see the whole host; on done guestd stops its own descendants before the verifier runs, as the agent's uid"
-	case os.Geteuid() != 0:
-		return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes); one uid (user namespace): " +
-			"on done every process but guestd and Xvfb is stopped (SIGSTOP sweep by PID 1) and the verifier runs with its own HOME, as the agent's uid"
-	}
-	cg := "rlimits"
-	if c := newCgroupsProbe(); c != "" {
-		cg = "cgroups (" + c + ") the agent's processes are born in"
-	}
-	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid); guestd is PID 1, root with 7 capabilities; " +
-		"the agent runs as its own uid under " + cg + "; on done the agent's processes are frozen (cgroup freezer where available, then a SIGSTOP sweep of " +
-		"every process but guestd and Xvfb) and the verifier runs as a uid of its own with its own HOME; the guest socket is root's"
 }
 
 // Create implements pool.Provider.
@@ -400,23 +409,43 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		gid = uid
 		b.uid = uid
 	}
+	if p.confined {
+		if err := mountState(dir, p.opts.StateBytes); err != nil {
+			return nil, fmt.Errorf("process: sandbox state: %w", err)
+		}
+		b.state = true
+	}
 	if err := makeDirs(ctx, dir, seed, uid, gid, p.opts.SnapshotBytes); err != nil {
 		return nil, fmt.Errorf("process: sandbox dirs: %w", err)
 	}
-	if uid >= 0 && !p.opts.noCgroups {
-		mem := p.opts.AgentMemory
+	if p.cgroups != nil {
+		lim := cgroupLimits{memory: p.opts.MemoryBytes, pids: int64(p.opts.NProc), cpus: p.opts.CPUs,
+			cpuWeight: p.opts.CPUWeight, ioWeight: p.opts.IOWeight}
 		if spec.MemoryBytes > 0 {
-			mem = spec.MemoryBytes
+			lim.memory = spec.MemoryBytes
 		}
-		pids := int64(p.opts.NProc)
 		if spec.Pids > 0 {
-			pids = int64(spec.Pids)
+			lim.pids = int64(spec.Pids)
 		}
-		b.cg = newAgentCgroups("shinken-"+id, agentLimits{memory: mem, pids: pids, cpus: p.opts.AgentCPUs})
+		lim.agentPids = lim.pids - min(guestPids, lim.pids/4)
+		if b.cg, err = p.cgroups.create("shinken-"+id, lim); err != nil {
+			return nil, fmt.Errorf("process: sandbox %s: %w", id, err)
+		}
 	}
 	cmd, err := p.command(spec, b, seed != "", uid, gid)
 	if err != nil {
 		return nil, err
+	}
+	var gate *os.File
+	if b.cg != nil {
+		gr, gw, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("process: %w", err)
+		}
+		cmd.ExtraFiles = []*os.File{gr}
+		defer gr.Close()
+		gate = gw
+		defer gate.Close() // opens the gate, or ends a failed boot's init
 	}
 	logf, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {
@@ -429,8 +458,16 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		return nil, fmt.Errorf("process: start sandbox: %w", err)
 	}
 	b.cmd = cmd
-	if err := b.cg.enter(cmd.Process.Pid); err != nil {
-		return nil, fmt.Errorf("process: sandbox cgroups: %w", err)
+	if b.cg != nil {
+		// The init waits for this (see initConfig.Gate) before it starts
+		// anything: every process of the sandbox is born in its cgroup.
+		if err := b.cg.enter(cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("process: sandbox cgroups: %w", err)
+		}
+		if b.unwatch, err = b.cg.watch(func(reason string) { p.limitKill(b, reason) }); err != nil {
+			return nil, fmt.Errorf("process: sandbox cgroups: %w", err)
+		}
+		gate.Close()
 	}
 	if p.confined {
 		b.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
@@ -455,6 +492,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		GuestAddr:    addr,
 		Display:      display,
 		Dead:         b.dead,
+		LimitHit:     b.limitHit,
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -510,7 +548,9 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		// agent's desktop runs as uid, verifiers as a uid of their own.
 		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
 			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
-		args = append(args, b.cg.guestdArgs()...)
+		if b.cg != nil {
+			args = append(args, "--cgroups", sandboxCgroupDir)
+		}
 	}
 	env := []string{
 		"HOME=" + home,
@@ -540,7 +580,12 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		NoFile:  p.opts.NoFile,
 		NProc:   nproc,
 		ShmSize: p.opts.ShmBytes,
-		Cgroups: b.cg,
+		FSize:   uint64(p.opts.FileBytes),
+		OOMAdj:  sandboxOOMScoreAdj,
+	}
+	if b.cg != nil {
+		cfg.Cgroups = b.cg.binds()
+		cfg.Gate = true
 	}
 	if uid >= 0 {
 		cfg.KeepCaps = guestdCaps
@@ -609,7 +654,9 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 	}
 	if b.cmd != nil {
 		pid := b.cmd.Process.Pid
-		b.cg.thaw() // frozen processes cannot die
+		if b.cg != nil {
+			b.cg.thaw() // frozen processes cannot die
+		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		if !p.confined {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -625,10 +672,21 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 			cleanStaleX(os.TempDir(), b.display)
 		}
 	}
-	if err := b.cg.remove(); err != nil {
-		p.opts.Logf("process: sandbox %s: cgroups: %v", filepath.Base(b.dir), err)
+	if b.unwatch != nil {
+		b.unwatch()
 	}
-	err := os.RemoveAll(b.dir)
+	if b.cg != nil {
+		if err := b.cg.remove(); err != nil {
+			p.opts.Logf("process: sandbox %s: cgroups: %v", filepath.Base(b.dir), err)
+		}
+	}
+	var err error
+	if b.state {
+		err = unmountState(b.dir)
+	}
+	if rerr := os.RemoveAll(b.dir); err == nil {
+		err = rerr
+	}
 	p.displays.release(b.display)
 	if b.uid != 0 {
 		// Nothing runs as it any more: the pid namespace is gone.
@@ -650,6 +708,10 @@ func (p *Provider) Alive(ctx context.Context, id string) error {
 	}
 	select {
 	case <-b.dead:
+		if r := b.limitHit(); r != "" {
+			return pool.WithDetail(pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s killed at its %s limit (init exited: %v)", id, r, b.exitErr),
+				map[string]any{"reason": r})
+		}
 		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died (init exited: %v)", id, b.exitErr)
 	default:
 		return nil
@@ -707,7 +769,7 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
 	}
-	thaw, err := b.cg.freeze(ctx)
+	thaw, err := freezeAgent(ctx, b.cg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
@@ -783,54 +845,6 @@ func logTail(path string) string {
 		b = b[len(b)-800:]
 	}
 	return "; log: " + strings.TrimSpace(string(b))
-}
-
-// KillX SIGKILLs a sandbox's X server from the host (tests use it: the
-// agent cannot). It finds the children of the sandbox's init named Xvfb.
-func (p *Provider) KillX(ctx context.Context, id string) error {
-	init := p.InitPID(id)
-	if init == 0 {
-		return notFound("sandbox", id)
-	}
-	n := 0
-	for _, pid := range childrenNamed(init, "Xvfb") {
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
-			n++
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("process: sandbox %s: no Xvfb found", id)
-	}
-	return nil
-}
-
-// childrenNamed lists the host pids of parent's children whose command name
-// starts with name.
-func childrenNamed(parent int, name string) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(parent) && strings.Contains(string(b[:i]), "("+name) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // SnapshotBytes implements pool.SnapshotSizer: the bytes of the snapshot's

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,58 +229,133 @@ func TestDeepRootSocket(t *testing.T) {
 	}
 }
 
-// TestAgentCgroups: where the host offers cgroups, the agent's processes
-// are in the sandbox's own (guestd and the X server are not), the agent
-// cannot reach them, exhausting the memory limit costs the agent its
-// process and nothing else, and score freezes them.
-func TestAgentCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("agent cgroups need root")
-	}
+// TestSandboxCgroup: where the host offers cgroups, the whole sandbox is in
+// its own (guestd and the X server in its guest leaf, the agent's
+// processes in its agent leaf), the agent cannot reach them, score freezes
+// the agent, an allocation past the sandbox's memory ends that sandbox as
+// sandbox_died{reason: oom}, and destroy leaves no cgroup behind.
+func TestSandboxCgroup(t *testing.T) {
 	p := newTestProvider(t, Options{})
+	if p.cgroups == nil {
+		t.Skip("no cgroups on this host")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 96 << 20})
+	sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 160 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
 	cg := p.boxes[sb.ID].cg
 	p.mu.Unlock()
-	if _, ok := cg["freezer"]; !ok {
-		t.Skipf("no cgroup freezer on this host (%v)", cg)
-	}
+	dirs := cg.dirs()
 	c := pooltest.Dial(t, sb)
-	if out := pooltest.MustSh(t, c, "cat /proc/self/cgroup"); strings.Count(out, "shinken-"+sb.ID+"/agent") != len(cg) {
-		t.Errorf("agent's cgroups: %s; want the sandbox's agent cgroup in each of %v", out, cg)
+	if out := pooltest.MustSh(t, c, "cat /proc/self/cgroup"); strings.Count(out, "shinken-"+sb.ID+"/agent") != len(dirs) {
+		t.Errorf("agent's cgroups: %s; want the sandbox's agent leaf in each of %v", out, dirs)
 	}
 	if out, code := pooltest.Sh(t, c, "ls /run/cgroup 2>&1"); code == 0 {
 		t.Errorf("agent listed its cgroups: %q; want refused", out)
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.InitPID(sb.ID))); err != nil || strings.Contains(string(b), "/agent") {
-		t.Errorf("guestd's cgroups: %s (%v); want outside the agent's", b, err)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.InitPID(sb.ID))); err != nil || strings.Count(string(b), "shinken-"+sb.ID+"/guest") != len(dirs) {
+		t.Errorf("guestd's cgroups: %s (%v); want the sandbox's guest leaf", b, err)
 	}
-	if _, code := pooltest.Sh(t, c, `python3 -c 'x = bytearray(400 << 20); x[::4096] = b"x" * len(x[::4096])'`); code == 0 {
-		t.Errorf("agent allocated past its memory limit")
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", p.InitPID(sb.ID))); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(sandboxOOMScoreAdj) {
+		t.Errorf("sandbox oom_score_adj = %q (%v); want %d", b, err, sandboxOOMScoreAdj)
 	}
-	if h, err := c.Health(ctx); err != nil || !h.X {
-		t.Errorf("health after the agent's OOM: %+v, %v; want X up", h, err)
+	if b, _ := os.ReadFile("/proc/self/oom_score_adj"); canLowerOOMScore() && strings.TrimSpace(string(b)) != strconv.Itoa(serverOOMScoreAdj) {
+		t.Errorf("server oom_score_adj = %q; want %d", b, serverOOMScoreAdj)
+	}
+	if p.Capabilities().Confinement.Cgroup != p.cgroups.version() {
+		t.Errorf("confinement = %+v; want cgroup %s", p.Capabilities().Confinement, p.cgroups.version())
 	}
 	pooltest.MustSh(t, c, "sleep 600 >/dev/null 2>&1 &")
 	res, err := c.Score(ctx, wire.ScoreArgs{Shell: "echo 1", TimeoutMS: 5000})
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" || !res.Isolated || res.Frozen == 0 {
 		t.Fatalf("score: %+v, %v; want 1, isolated, agent frozen", res, err)
 	}
-	if st, _ := os.ReadFile(cg["freezer"] + "/agent/freezer.state"); strings.TrimSpace(string(st)) != "FROZEN" {
-		t.Errorf("freezer.state after score = %q; want FROZEN", st)
+	if d := cg.binds()["freezer"]; d != "" {
+		if st, _ := os.ReadFile(d + "/agent/freezer.state"); strings.TrimSpace(string(st)) != "FROZEN" {
+			t.Errorf("freezer.state after score = %q; want FROZEN", st)
+		}
 	}
 	if err := p.Destroy(ctx, sb.ID); err != nil {
 		t.Fatalf("destroy of a frozen sandbox: %v", err)
 	}
-	for _, d := range cg {
+	for _, d := range dirs {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s left after destroy (%v)", d, err)
 		}
+	}
+}
+
+// TestLimits: a memory hog, started as the agent would, ends its sandbox
+// (and only it) as sandbox_died with detail.reason oom; a fork bomb is
+// contained in the agent's leaf (its forks fail, the sandbox lives, score
+// still runs the verifier); a neighbour answers throughout.
+func TestLimits(t *testing.T) {
+	p := newTestProvider(t, Options{})
+	if p.cgroups == nil {
+		t.Skip("no cgroups on this host")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	neighbour := pooltest.Create(t, p)
+	nc := pooltest.Dial(t, neighbour)
+	t.Run("oom", func(t *testing.T) {
+		sb, err := p.Create(ctx, pool.Spec{MemoryBytes: 256 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Destroy(context.Background(), sb.ID)
+		c := pooltest.Dial(t, sb)
+		// The sandbox may die before exec answers.
+		_, _ = c.Exec(ctx, wire.ExecArgs{Shell: `(python3 -c 'x = bytearray(600 << 20); x[::4096] = b"x" * len(x[::4096])') >/dev/null 2>&1 &`, TimeoutMS: 5000})
+		select {
+		case <-sb.Dead:
+		case <-ctx.Done():
+			t.Fatal("sandbox still alive after its memory hog")
+		}
+		err = p.Alive(ctx, sb.ID)
+		var e *aci.Error
+		if !errors.Is(err, pool.ErrSandboxDied) || !errors.As(err, &e) || fmt.Sprint(e.Detail) != "map[reason:oom]" {
+			t.Fatalf("Alive = %v (detail %v); want sandbox_died with reason oom", err, e)
+		}
+		if r := sb.LimitHit(); r != reasonOOM {
+			t.Errorf("LimitHit = %q; want oom", r)
+		}
+	})
+	t.Run("pids", func(t *testing.T) {
+		sb, err := p.Create(ctx, pool.Spec{Pids: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Destroy(context.Background(), sb.ID)
+		p.mu.Lock()
+		pidsDir := p.boxes[sb.ID].cg.binds()["pids"]
+		if pidsDir == "" {
+			pidsDir = p.boxes[sb.ID].cg.binds()["unified"]
+		}
+		p.mu.Unlock()
+		c := pooltest.Dial(t, sb)
+		pooltest.MustSh(t, c, `(f() { f | f & }; f) >/dev/null 2>&1 &`)
+		pooltest.Eventually(t, 30*time.Second, "the fork bomb at the agent's pids limit", func() bool {
+			b, _ := os.ReadFile(filepath.Join(pidsDir, "agent", "pids.current"))
+			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return n >= 128-min(guestPids, 128/4)
+		})
+		if err := p.Alive(ctx, sb.ID); err != nil {
+			t.Fatalf("sandbox died of a fork bomb: %v; want it contained", err)
+		}
+		if h, err := c.Health(ctx); err != nil || !h.X {
+			t.Errorf("health beside the fork bomb: %+v, %v", h, err)
+		}
+		res, err := c.Score(ctx, wire.ScoreArgs{Shell: "echo 1", TimeoutMS: 10000})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != "1" {
+			t.Errorf("score beside the fork bomb: %+v, %v; want the verifier's 1", res, err)
+		}
+	})
+	if h, err := nc.Health(ctx); err != nil || !h.X {
+		t.Errorf("neighbour after the hogs: %+v, %v", h, err)
 	}
 }
 
@@ -362,4 +438,17 @@ func TestScoreFreezesAgent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// canLowerOOMScore: lowering oom_score_adj takes CAP_SYS_RESOURCE, which
+// some container runtimes do not give root.
+func canLowerOOMScore() bool {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return caps&(1<<24) != 0
+		}
+	}
+	return false
 }

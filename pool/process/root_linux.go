@@ -134,15 +134,18 @@ func confine(cfg *initConfig) error {
 		return err
 	}
 	if len(cfg.Cgroups) > 0 {
-		if err := mkdir(root+sandboxCgroup, 0o700); err != nil {
+		if err := mkdir(root+sandboxCgroupDir, 0o700); err != nil {
 			return err
 		}
 		for ctl, dir := range cfg.Cgroups {
-			if err := mkdir(root+sandboxCgroup+"/"+ctl, 0o700); err != nil {
+			if err := mkdir(root+sandboxCgroupDir+"/"+ctl, 0o700); err != nil {
 				return err
 			}
-			if err := unix.Mount(dir, root+sandboxCgroup+"/"+ctl, "", unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			if err := unix.Mount(dir, root+sandboxCgroupDir+"/"+ctl, "", unix.MS_BIND, ""); err != nil {
 				return fmt.Errorf("bind cgroup %s: %w", ctl, err)
+			}
+			if err := setattr(root+sandboxCgroupDir+"/"+ctl, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+				return err
 			}
 		}
 	}
@@ -151,6 +154,9 @@ func confine(cfg *initConfig) error {
 	}
 	if err := unix.Mount(cfg.Guestd, root+sandboxGuestd, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind guestd: %w", err)
+	}
+	if err := setattr(root+sandboxGuestd, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+		return err
 	}
 	if err := makeDev(root+"/dev", cfg.ShmSize, tmpfs); err != nil {
 		return err
@@ -190,7 +196,7 @@ func makeDev(dev string, shm int64, tmpfs func(string, string, uintptr) error) e
 	if err := tmpfs(dev, "mode=0755,size=64k", unix.MS_NOEXEC); err != nil {
 		return err
 	}
-	if err := unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+	if err := unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("dev: %w", err)
 	}
 	for _, n := range devNodes {
@@ -199,6 +205,9 @@ func makeDev(dev string, shm int64, tmpfs func(string, string, uintptr) error) e
 		}
 		if err := unix.Mount("/dev/"+n, dev+"/"+n, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+		if err := setattr(dev+"/"+n, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+			return err
 		}
 	}
 	for _, d := range []string{"pts", "shm"} {
@@ -219,6 +228,15 @@ func makeDev(dev string, shm int64, tmpfs func(string, string, uintptr) error) e
 		if err := os.Symlink(target, dev+"/"+name); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setattr sets mount attributes on the mount at path (the flags of a bind
+// mount are its own, not its source's nor its parent's).
+func setattr(path string, set uint64) error {
+	if err := unix.MountSetattr(-1, path, 0, &unix.MountAttr{Attr_set: set}); err != nil {
+		return fmt.Errorf("mount attributes of %s: %w", path, err)
 	}
 	return nil
 }

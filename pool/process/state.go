@@ -99,6 +99,7 @@ func sweep(ctx context.Context, root string, logf func(string, ...any)) int {
 			}
 		}
 		removeRunCgroups(filepath.Base(dir))
+		unmountRunStates(dir)
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(lock)
 		f.Close()
