@@ -11,6 +11,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/valyala/fasthttp"
 )
 
@@ -137,7 +138,7 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 		src.mu.Unlock()
 		return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over: checkpoint a live episode", src.ep.traj.EpisodeID)
 	case src.lease == nil || src.lease.Err() != nil:
-		s.died(src, src.leaseErr())
+		s.died(src, src.leaseErr(), trajectory.SandboxDied)
 		src.mu.Unlock()
 		return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
 	}

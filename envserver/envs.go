@@ -288,13 +288,14 @@ func (s *Server) endEpisode(e *env) {
 }
 
 // died handles a sandbox death seen by e (e.mu held): the episode ends with
-// sandbox_died and the lease goes back to the pool to be replaced.
-func (s *Server) died(e *env, cause error) {
+// reason (sandbox_died, or agent_error for a death at the sandbox's limits:
+// deathReason) and the lease goes back to the pool to be replaced.
+func (s *Server) died(e *env, cause error, reason trajectory.ExitReason) {
 	if e.lease != nil {
 		e.lease.Release(context.Background())
 		e.lease = nil
 	}
-	s.finishEpisode(e, trajectory.SandboxDied)
+	s.finishEpisode(e, reason)
 	s.cfg.Logf("envserver: env %s: sandbox died: %v", e.id, cause)
 }
 

@@ -71,7 +71,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 			src.mu.Unlock()
 			return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over: fork a live episode", src.ep.traj.EpisodeID)
 		case src.lease == nil || src.lease.Err() != nil:
-			s.died(src, src.leaseErr())
+			s.died(src, src.leaseErr(), trajectory.SandboxDied)
 			src.mu.Unlock()
 			return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
 		}
@@ -104,7 +104,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchRepl
 		}
 		s.register(e, true)
 		fail := func(err error) {
-			s.died(e, err)
+			s.died(e, err, trajectory.SandboxDied)
 			slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Error: wireError(err)}}
 		}
 		if err := awaitWindows(ctx, e.lease, task); err != nil {

@@ -8,11 +8,13 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/pool/pooltest"
+	"github.com/shinken-rl/shinken/trajectory"
 )
 
 // TestLimitDeathOverHTTP: an agent that types a memory hog into its
 // terminal ends its own sandbox at its memory limit; the step answers
-// sandbox_died with detail.reason "oom" and the server counts it.
+// agent_error with detail.reason "oom" (the agent's fault: no retry, no
+// free reroll), the episode ends agent_error, and the server counts it.
 // /v1/spec lists the confinement the provider probed.
 func TestLimitDeathOverHTTP(t *testing.T) {
 	s := server(t)
@@ -35,8 +37,12 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 	var got *aci.Error
 	for range 120 {
 		out := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: acts}}})
-		if e := out.Results[0].Error; e != nil && e.Code == aci.CodeSandboxDied {
+		res := out.Results[0]
+		if e := res.Error; e != nil && (e.Code == aci.CodeSandboxDied || e.Code == aci.CodeAgentError) {
 			got = e
+			if res.Info == nil || res.Info.ExitReason != string(trajectory.AgentError) || !res.Truncated {
+				t.Errorf("limit death result info %+v truncated %v; want exit agent_error", res.Info, res.Truncated)
+			}
 			break
 		}
 		acts = []aci.Action{{Verb: aci.Wait, MS: 250}}
@@ -44,8 +50,8 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 	if got == nil {
 		t.Fatal("the memory hog's sandbox never died")
 	}
-	if fmt.Sprint(got.Detail) != "map[reason:oom]" {
-		t.Errorf("sandbox_died detail = %v (%s); want reason oom", got.Detail, got.Message)
+	if got.Code != aci.CodeAgentError || fmt.Sprint(got.Detail) != "map[reason:oom]" {
+		t.Errorf("limit death error = %s %v (%s); want agent_error with reason oom", got.Code, got.Detail, got.Message)
 	}
 	// The pool counts the death when its monitor sees it, maybe after the
 	// step did.

@@ -173,7 +173,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	// start pixel-identical.
 	obs, data, settle, err := s.observe(ctx, e, b, nil, true)
 	if err != nil {
-		s.died(e, err)
+		s.died(e, err, trajectory.SandboxDied)
 		s.register(e, re.EnvID == "")
 		return fail(e.id, err)
 	}

@@ -191,8 +191,11 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		}
 	}
 	if e.lease == nil || e.lease.Err() != nil {
-		cause := e.leaseErr()
-		s.died(e, cause)
+		cause, ep := e.leaseErr(), e.ep
+		if reason, _, _ := deathReason(e.lease); reason == trajectory.AgentError && ep != nil {
+			return s.deathSlot(e, ep, cause)
+		}
+		s.died(e, cause, trajectory.SandboxDied)
 		return fail(fmt.Errorf("env %s: %w", e.id, cause))
 	}
 	ep := e.ep
@@ -224,9 +227,7 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 			rec.Ran, rec.Error = &ran, wireError(err)
 			s.recordStep(e, rec)
 			if isDeath(err, e.lease) {
-				detail := limitDetail(e.lease)
-				s.died(e, err)
-				return s.diedSlot(e, ep, err, detail)
+				return s.deathSlot(e, ep, err)
 			}
 			return fail(err)
 		}
@@ -241,9 +242,7 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		rec.Error = wireError(err)
 		s.recordStep(e, rec)
 		if isDeath(err, e.lease) {
-			detail := limitDetail(e.lease)
-			s.died(e, err)
-			return s.diedSlot(e, ep, err, detail)
+			return s.deathSlot(e, ep, err)
 		}
 		return fail(err)
 	}
@@ -325,14 +324,28 @@ func (e *env) leaseErr() error {
 	return e.lease.Err()
 }
 
-// diedSlot is the result of a step whose sandbox died mid-way; detail is
-// limitDetail's.
-func (s *Server) diedSlot(e *env, ep *episode, err error, detail any) slot {
+// deathSlot ends e's episode on its sandbox's death and is the step's
+// result (see deathReason).
+func (s *Server) deathSlot(e *env, ep *episode, err error) slot {
+	reason, code, detail := deathReason(e.lease)
+	s.died(e, err, reason)
 	return slot{res: api.Result{
 		EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Truncated: true,
-		Info:  &api.Info{Step: ep.step, Task: ep.traj.Task, ExitReason: string(trajectory.SandboxDied)},
-		Error: &aci.Error{Code: aci.CodeSandboxDied, Message: err.Error(), Detail: detail},
+		Info:  &api.Info{Step: ep.step, Task: ep.traj.Task, ExitReason: string(reason)},
+		Error: &aci.Error{Code: code, Message: err.Error(), Detail: detail},
 	}}
+}
+
+// deathReason is how an episode whose sandbox died ends. A sandbox its
+// provider ended at one of its limits (memory) died of what the agent ran
+// in it: that is the agent's fault, agent_error with detail.reason, never
+// retried (a retry would reroll the policy that exhausted it). Any other
+// death is the infrastructure's, sandbox_died (docs/api.md, errors).
+func deathReason(l *pool.Lease) (trajectory.ExitReason, aci.Code, any) {
+	if d := limitDetail(l); d != nil {
+		return trajectory.AgentError, aci.CodeAgentError, d
+	}
+	return trajectory.SandboxDied, aci.CodeSandboxDied, nil
 }
 
 // limitDetail is the detail of a sandbox_died whose sandbox reached one of
