@@ -198,21 +198,18 @@ func (p *Provider) Snapshots() []string {
 	return ids
 }
 
-// SnapshotBytes implements pool.SnapshotSizer: the size of the layer the
-// commit added (what the snapshot holds beyond the image it stands on).
+// SnapshotBytes implements pool.SnapshotSizer: the bytes of the files the
+// snapshot copied out of the container (home and /tmp).
 func (p *Provider) SnapshotBytes(ctx context.Context, snap string) (int64, error) {
 	p.mu.Lock()
-	_, ok := p.snaps[snap]
+	sn, ok := p.snaps[snap]
 	p.mu.Unlock()
 	if !ok {
 		return 0, fmt.Errorf("docker provider: snapshot %.12s: %w", snap, pool.ErrNotFound)
 	}
-	h, err := p.cli.ImageHistory(ctx, snap)
+	n, err := safecopy.Bytes(ctx, sn.dir)
 	if err != nil {
-		return 0, fmt.Errorf("docker provider: history of %.12s: %w", snap, err)
+		return 0, fmt.Errorf("docker provider: size of snapshot %.12s: %w", snap, err)
 	}
-	if len(h) == 0 {
-		return 0, nil
-	}
-	return h[0].Size, nil // newest first: the committed layer
+	return n, nil
 }

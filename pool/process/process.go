@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -856,21 +855,7 @@ func (p *Provider) SnapshotBytes(ctx context.Context, snap string) (int64, error
 	if !ok {
 		return 0, notFound("snapshot", snap)
 	}
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if e.Type().IsRegular() {
-			if info, err := e.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
+	n, err := safecopy.Bytes(ctx, dir)
 	if err != nil {
 		return 0, fmt.Errorf("process: size of snapshot %s: %w", snap, err)
 	}

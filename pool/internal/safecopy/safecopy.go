@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -354,4 +356,26 @@ func (c *Copy) readWrite(in, out int, off, n int64) (int, error) {
 		done += k
 	}
 	return done, nil
+}
+
+// Bytes is the size of the regular files under dir (a snapshot the
+// provider wrote; directories and links count nothing), checking ctx as it
+// walks. It is what pool.SnapshotSizer reports for both providers.
+func Bytes(ctx context.Context, dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
 }
