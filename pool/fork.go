@@ -12,6 +12,9 @@ import (
 // reserve counts n sandboxes against MaxSandboxes, waiting (evicting idle
 // replicas of other goldens) up to LeaseTimeout.
 func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
+	if n <= 0 {
+		return nil
+	}
 	if n > p.cfg.MaxSandboxes {
 		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise Config.MaxSandboxes (--pool)", n, p.cfg.MaxSandboxes)
 	}
@@ -73,9 +76,26 @@ func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 	if err := src.Err(); err != nil {
 		return nil, err
 	}
-	if err := p.reserve(ctx, n, nil); err != nil {
+	// Idle sandboxes are reset in place to the snapshot (docs/architecture.md,
+	// "Reset in place"); only the rest are booted.
+	var idle []*member
+	if p.resetter != nil {
+		p.mu.Lock()
+		if !p.closed {
+			idle = p.takeIdleLocked(n)
+		}
+		p.mu.Unlock()
+	}
+	giveUp := func() {
+		for _, m := range idle {
+			p.retire(m)
+		}
+	}
+	if err := p.reserve(ctx, n-len(idle), nil); err != nil {
+		giveUp()
 		return nil, err
 	}
+	reserved := n - len(idle)
 	unreserve := func(k int) {
 		p.mu.Lock()
 		p.live -= k
@@ -85,25 +105,46 @@ func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 	}
 	snap, err := p.snapper.Snapshot(ctx, src.m.sb.ID)
 	if err != nil {
-		unreserve(n)
+		giveUp()
+		unreserve(reserved)
 		return nil, fmt.Errorf("pool: fork: snapshot: %w", err)
 	}
 	defer p.deleteSnapshot(snap)
+	var reset []*member
+	if len(idle) > 0 {
+		reset = p.resetAll(ctx, idle, snap)
+		if short := len(idle) - len(reset); short > 0 {
+			if err := p.reserve(ctx, short, nil); err != nil {
+				idle = reset
+				giveUp()
+				unreserve(reserved)
+				return nil, fmt.Errorf("pool: fork: %w", err)
+			}
+			reserved += short
+		}
+	}
 	var ms []*member
-	err = p.retry(ctx, "fork", func() (err error) {
-		ms, err = p.forkOnce(ctx, snap, n)
-		return err
-	})
-	if err != nil {
-		unreserve(n)
-		return nil, fmt.Errorf("pool: fork: %w", err)
+	if reserved > 0 {
+		err = p.retry(ctx, "fork", func() (err error) {
+			ms, err = p.forkOnce(ctx, snap, reserved)
+			return err
+		})
+		if err != nil {
+			idle = reset
+			giveUp()
+			unreserve(reserved)
+			return nil, fmt.Errorf("pool: fork: %w", err)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.boots += uint64(n)
-	out := make([]*Lease, n)
-	for i, m := range ms {
-		out[i] = p.leaseLocked(m)
+	p.boots += uint64(len(ms))
+	out := make([]*Lease, 0, n)
+	for _, m := range reset {
+		out = append(out, p.leaseLocked(m)) // watched since its boot
+	}
+	for _, m := range ms {
+		out = append(out, p.leaseLocked(m))
 		p.watch(m)
 	}
 	if p.closed {

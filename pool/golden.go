@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // WaitReplicas blocks until key's golden has n warm replicas (n is capped
@@ -36,6 +37,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 	if p.snapper == nil {
 		return p.leaseAndSetup(ctx, key, setup)
 	}
+	var wait *time.Timer // bounds waiting for in-place resets
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -66,12 +68,31 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			m.golden = nil
 			if alive(m) {
 				l := p.leaseLocked(m)
+				l.golden = g
 				p.mu.Unlock()
 				p.poke()
 				return l, nil
 			}
 			p.mu.Unlock()
 			p.retire(m)
+			p.mu.Lock()
+		}
+		if g.resetting > 0 {
+			// A released sandbox is being reset to this golden: waiting
+			// for it is cheaper than a boot.
+			ch := p.changed
+			p.mu.Unlock()
+			if wait == nil {
+				wait = time.NewTimer(p.cfg.ResetTimeout)
+				defer wait.Stop()
+			}
+			select {
+			case <-ch:
+				continue
+			case <-wait.C:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("pool: lease golden %q: %w", key, ctx.Err())
+			}
 			p.mu.Lock()
 		}
 		p.mu.Unlock()
@@ -123,6 +144,7 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 		return l, nil
 	}
 	g.snap, g.ok = snap, true
+	l.golden = g // its sandbox is in the golden's state: reset in place, it is a replica
 	close(g.ready)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -159,6 +181,7 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 		return nil, p.closedErr()
 	}
 	l := p.leaseLocked(m)
+	l.golden = g
 	p.watch(m)
 	p.mu.Unlock()
 	return l, nil

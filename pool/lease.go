@@ -13,6 +13,10 @@ type Lease struct {
 	p    *Pool
 	m    *member
 	dead chan struct{}
+	// golden is the checkpoint the lease started from (LeaseGolden): its
+	// release resets the sandbox in place to it (docs/architecture.md,
+	// "Reset in place"). nil for other leases.
+	golden *golden
 
 	mu       sync.Mutex
 	err      error
@@ -51,8 +55,10 @@ func (l *Lease) kill(err error) {
 	close(l.dead)
 }
 
-// Release gives the sandbox back. It is dirty, so the pool destroys it in
-// the background and refills; Release returns at once and is idempotent.
+// Release gives the sandbox back. It is dirty: a lease of a golden is reset
+// in place to that golden in the background and kept as a warm replica
+// (ResetModeInPlace); otherwise, or when that reset fails, the pool destroys
+// it and refills. Release returns at once and is idempotent.
 func (l *Lease) Release(ctx context.Context) {
 	l.mu.Lock()
 	if l.released {
@@ -60,12 +66,23 @@ func (l *Lease) Release(ctx context.Context) {
 		return
 	}
 	l.released = true
+	dead := l.err != nil
 	l.mu.Unlock()
 	p := l.p
 	p.mu.Lock()
 	delete(p.leased, l)
 	l.m.lease = nil
+	g := l.golden
+	recycle := !dead && !p.closed && g != nil && p.keepsResetLocked(g)
+	if recycle {
+		g.resetting++
+		p.wg.Add(1)
+	}
 	p.signalLocked()
 	p.mu.Unlock()
+	if recycle {
+		go p.recycle(l.m, g)
+		return
+	}
 	p.retire(l.m)
 }

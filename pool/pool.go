@@ -53,6 +53,12 @@ type Config struct {
 	// BootBackoff is the wait after the first failed attempt, doubled
 	// after each next one (default 200 ms).
 	BootBackoff time.Duration
+	// ResetMode is ResetModeInPlace (the default where the provider is a
+	// Resetter) or ResetModeReboot.
+	ResetMode string
+	// ResetTimeout bounds one in-place reset (default 30 s); past it the
+	// sandbox is retired.
+	ResetTimeout time.Duration
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -65,16 +71,19 @@ type Stats struct {
 	Deaths, Boots                            uint64
 	BootFailures                             uint64 // failed boot attempts, retried or not
 	OnDemandRestores                         uint64 // golden leases that found no idle replica and waited for a restore
+	Resetting                                int    // in-place resets in flight
+	Resets, ResetFailures                    uint64 // in-place resets done, and failed (the sandbox was retired)
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
 type Pool struct {
-	prov    Provider
-	snapper Snapshotter // nil without snapshot+restore
-	forker  Forker      // nil without fork
-	caps    Capabilities
-	cfg     Config
-	sem     *semaphore.Weighted
+	prov     Provider
+	snapper  Snapshotter // nil without snapshot+restore
+	forker   Forker      // nil without fork
+	resetter Resetter    // nil unless ResetMode is inplace and the provider resets
+	caps     Capabilities
+	cfg      Config
+	sem      *semaphore.Weighted
 
 	ctx    context.Context // background work; cancelled by Close
 	cancel context.CancelFunc
@@ -93,6 +102,8 @@ type Pool struct {
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
+	resets       uint64
+	resetFails   uint64
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure
@@ -117,6 +128,9 @@ type golden struct {
 	ok      bool          // snap is usable
 	idle    []*member
 	booting int
+	// resetting counts released leases being reset in place to become
+	// idle replicas: a lease waits for them rather than booting.
+	resetting int
 }
 
 // New starts a pool over prov and begins warming in the background; it
@@ -161,6 +175,16 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 10 * time.Second
 	}
+	switch cfg.ResetMode {
+	case "":
+		cfg.ResetMode = ResetModeInPlace
+	case ResetModeInPlace, ResetModeReboot:
+	default:
+		return nil, fmt.Errorf("pool: ResetMode %q; want %q or %q", cfg.ResetMode, ResetModeInPlace, ResetModeReboot)
+	}
+	if cfg.ResetTimeout <= 0 {
+		cfg.ResetTimeout = 30 * time.Second
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -181,11 +205,23 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if f, ok := prov.(Forker); ok && p.caps.Fork && p.snapper != nil {
 		p.forker = f
 	}
+	if r, ok := prov.(Resetter); ok && p.snapper != nil && cfg.ResetMode == ResetModeInPlace {
+		p.resetter = r
+	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Add(1)
 	go p.filler()
 	p.poke()
 	return p, nil
+}
+
+// ResetMode is the pool's effective reset mode: ResetModeInPlace only where
+// the provider can reset in place.
+func (p *Pool) ResetMode() string {
+	if p.resetter != nil {
+		return ResetModeInPlace
+	}
+	return ResetModeReboot
 }
 
 // Capabilities returns the provider's descriptor.
@@ -195,10 +231,12 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand}
+	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
+		Resets: p.resets, ResetFailures: p.resetFails}
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
+		s.Resetting += g.resetting
 	}
 	return s
 }

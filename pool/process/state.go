@@ -284,6 +284,12 @@ func chown(path string, uid, gid int) error {
 // copyTree copies src into dst (created), regular files, dirs and symlinks
 // only, skipping sockets and X leftovers; files get uid/gid when uid >= 0.
 func copyTree(ctx context.Context, src, dst string, uid, gid int) error {
+	return copyTreeSkip(ctx, src, dst, uid, gid, nil)
+}
+
+// copyTreeSkip is copyTree leaving out the entries skip names (by path
+// relative to src); a skipped directory is left out whole.
+func copyTreeSkip(ctx context.Context, src, dst string, uid, gid int, skip func(rel string, isDir bool) bool) error {
 	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && path != src {
@@ -295,7 +301,7 @@ func copyTree(ctx context.Context, src, dst string, uid, gid int) error {
 			return ctx.Err()
 		}
 		rel, _ := filepath.Rel(src, path)
-		if rel != "." && isXLeftover(e.Name()) {
+		if rel != "." && (isXLeftover(e.Name()) || (skip != nil && skip(rel, e.IsDir()))) {
 			if e.IsDir() {
 				return filepath.SkipDir
 			}

@@ -1,0 +1,147 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/pool"
+)
+
+var _ pool.Resetter = (*Provider)(nil)
+
+// ResetInPlace implements pool.Resetter (docs/architecture.md, "Reset in
+// place"): guestd ends every process of the episode and resets the X
+// server (quiesce); the sandbox's home, workspace and /tmp are then
+// emptied and refilled from the snapshot, leaving only the live session's
+// own files (X sockets and locks, its buses' directory, guestd's logs);
+// guestd relaunches the apps the snapshot records. The sandbox keeps its
+// display, uid, cgroups and namespaces.
+func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.Client) error {
+	p.mu.Lock()
+	b := p.boxes[id]
+	dir, ok := p.snaps[snap]
+	p.mu.Unlock()
+	if b == nil {
+		return notFound("sandbox", id)
+	}
+	if !ok {
+		return notFound("snapshot", snap)
+	}
+	select {
+	case <-b.dead:
+		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died", id)
+	default:
+	}
+	q, err := g.Reset(ctx, wire.ResetQuiesce)
+	if err != nil {
+		return fmt.Errorf("process: reset %s: quiesce: %w", id, err)
+	}
+	keep := map[string]bool{}
+	for _, f := range q.Keep {
+		if rel, ok := p.tmpRel(b, f); ok {
+			keep[rel] = true
+		}
+	}
+	for _, d := range writableDirs {
+		skip := keepSession(d, keep)
+		if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(b.dir, d), b.uidOr(-1), b.uidOr(-1), skip); err != nil {
+			return fmt.Errorf("process: reset %s: restore %s: %w", id, d, err)
+		}
+	}
+	if _, err := g.Reset(ctx, wire.ResetRelaunch); err != nil {
+		return fmt.Errorf("process: reset %s: relaunch: %w", id, err)
+	}
+	return nil
+}
+
+// uidOr is the box's agent uid, or def without one.
+func (b *box) uidOr(def int) int {
+	if b.uid == 0 {
+		return def
+	}
+	return b.uid
+}
+
+// tmpRel maps a path inside the sandbox under its /tmp to a path relative
+// to the sandbox's tmp directory.
+func (p *Provider) tmpRel(b *box, path string) (string, bool) {
+	tmp := "/tmp"
+	if !p.confined {
+		tmp = filepath.Join(b.dir, "tmp")
+	}
+	rel, err := filepath.Rel(tmp, filepath.Clean(path))
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return rel, true
+}
+
+// keepSession is the set of entries of writable dir d (relative paths)
+// that belong to the live session, not to the episode: X sockets and
+// locks, the session's bus directory (tmp), and the logs guestd's X server
+// and window manager still append to (home/.shinken). Such an entry is
+// neither removed nor overwritten by a restore.
+func keepSession(d string, tmpKeep map[string]bool) func(rel string, isDir bool) (keep, descend bool) {
+	return func(rel string, isDir bool) (bool, bool) {
+		switch d {
+		case "tmp":
+			if !strings.Contains(rel, "/") && isXLeftover(rel) {
+				return true, false
+			}
+			return tmpKeep[rel], false
+		case "home":
+			if rel == ".shinken" && isDir {
+				return false, true
+			}
+			if dir, name := filepath.Split(rel); dir == ".shinken/" && strings.HasSuffix(name, ".log") {
+				return true, false
+			}
+		}
+		return false, false
+	}
+}
+
+// restoreTree makes dst (a live directory, mounted into the sandbox, so it
+// is emptied rather than replaced) a copy of src: every entry of dst that
+// keep does not name is removed, then src is copied in, skipping what keep
+// names. Nothing of the sandbox runs meanwhile (quiesce ended it).
+func restoreTree(ctx context.Context, src, dst string, uid, gid int, keep func(rel string, isDir bool) (bool, bool)) error {
+	if err := emptyExcept(dst, "", keep); err != nil {
+		return err
+	}
+	return copyTreeSkip(ctx, src, dst, uid, gid, func(rel string, isDir bool) bool {
+		k, _ := keep(rel, isDir)
+		return k
+	})
+}
+
+// emptyExcept removes every entry under dir/rel that keep neither keeps nor
+// descends into. Entries are read without following symlinks.
+func emptyExcept(dir, rel string, keep func(rel string, isDir bool) (bool, bool)) error {
+	ents, err := os.ReadDir(filepath.Join(dir, rel))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		r := filepath.Join(rel, e.Name())
+		k, descend := keep(r, e.IsDir())
+		switch {
+		case k:
+		case descend && e.IsDir():
+			if err := emptyExcept(dir, r, keep); err != nil {
+				return err
+			}
+		default:
+			if err := os.RemoveAll(filepath.Join(dir, r)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
