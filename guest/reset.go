@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jezek/xgb/xproto"
@@ -94,9 +95,23 @@ func (x *xconn) resetX() error {
 			}
 		}
 	}
+	// Only the keycodes that changed are mapped back, one by one as typing
+	// borrows them: a whole-map change makes the server rebuild its XKB
+	// keymap, which clients then see differently from a fresh server's.
 	count := byte(len(in.syms) / int(in.per))
-	if err := xproto.ChangeKeyboardMappingChecked(x.c, count, in.minKC, in.per, in.syms).Check(); err != nil {
+	cur, err := xproto.GetKeyboardMapping(x.c, in.minKC, count).Reply()
+	if err != nil {
 		return fmt.Errorf("reset: keyboard mapping: %w", err)
+	}
+	per := int(in.per)
+	for i := 0; i < int(count); i++ {
+		want := in.syms[i*per : (i+1)*per]
+		if cur.KeysymsPerKeycode == in.per && slices.Equal(cur.Keysyms[i*per:(i+1)*per], want) {
+			continue
+		}
+		if err := xproto.ChangeKeyboardMappingChecked(x.c, 1, in.minKC+xproto.Keycode(i), in.per, want).Check(); err != nil {
+			return fmt.Errorf("reset: keyboard mapping: %w", err)
+		}
 	}
 	x.keys = nil // re-read on next use
 	// The modifier mapping may be refused (Busy) while a modifier is down;
@@ -202,6 +217,9 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX() }); err != nil {
 		return nil, err
 	}
+	if err := s.awaitNoClients(sctx); err != nil {
+		return nil, err
+	}
 	res := &wire.ResetResult{Killed: n}
 	if s.cfg.KeepFiles != nil {
 		res.Keep = s.cfg.KeepFiles()
@@ -289,6 +307,35 @@ func awaitGone(ctx context.Context, keep map[int]bool) error {
 		case <-ctx.Done():
 			return aci.Errorf(aci.CodeTimeout, "reset: pid %d did not end", left)
 		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// awaitNoClients waits until the window manager has let go of every window
+// of the ended episode (its client list is empty): an app relaunched while
+// the window manager still catches up is placed and sized differently from
+// one on a fresh desktop. It wakes on window-list changes.
+func (s *Server) awaitNoClients(ctx context.Context) error {
+	for {
+		var wake <-chan struct{}
+		left := 0
+		err := s.x.run(ctx, 0, func(x *xconn) error {
+			wake = x.windowsChan()
+			ids, _ := x.clientList()
+			left = len(ids)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return aci.Errorf(aci.CodeTimeout, "reset: the window manager still manages %d window(s) of the episode", left)
 		}
 	}
 }
