@@ -403,7 +403,7 @@ func (s *Server) spec() *api.Spec {
 		},
 		Pool: api.PoolSpec{
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm,
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Confined: caps.Confined, Isolation: caps.Isolation, Notes: caps.Notes,
 		},
 		Limits: s.lim,
 	}

@@ -173,9 +173,13 @@ type PoolSpec struct {
 	Warm         int    `msgpack:"warm" json:"warm"`
 	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
-	Confined     bool   `msgpack:"confined" json:"confined"`
-	Isolation    string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
-	Notes        string `msgpack:"notes,omitempty" json:"notes,omitempty"`
+	// ResetMode is how a finished episode's sandbox is reused: "inplace"
+	// (reset in place to its task's checkpoint and kept warm) or "reboot"
+	// (retired; a replica boots). docs/architecture.md, "Reset in place".
+	ResetMode string `msgpack:"reset_mode" json:"reset_mode"`
+	Confined  bool   `msgpack:"confined" json:"confined"`
+	Isolation string `msgpack:"isolation,omitempty" json:"isolation,omitempty"` // what keeps the reward out of the agent's reach
+	Notes     string `msgpack:"notes,omitempty" json:"notes,omitempty"`
 }
 
 // Limits are the request caps, enforced while a body is decoded (before
