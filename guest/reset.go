@@ -166,8 +166,26 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 			return nil, err
 		}
 		return &wire.ResetResult{Apps: n, ElapsedUS: time.Since(t0).Microseconds()}, nil
+	case wire.ResetSettle:
+		if a.Settle == nil {
+			return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase settle needs settle bounds")
+		}
+		if err := a.Settle.Validate(); err != nil {
+			return nil, err
+		}
+		m, err := s.x.mark(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Not after input: damage within the last quiet_ms counts, so a
+		// still screen is settled at once and a drawing one once quiet.
+		info, err := s.x.settle(ctx, m, *a.Settle, false)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.ResetResult{Settle: info, ElapsedUS: time.Since(t0).Microseconds()}, nil
 	default:
-		return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase %q; want %q or %q", a.Phase, wire.ResetQuiesce, wire.ResetRelaunch)
+		return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase %q; want %q, %q or %q", a.Phase, wire.ResetQuiesce, wire.ResetRelaunch, wire.ResetSettle)
 	}
 }
 

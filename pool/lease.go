@@ -17,6 +17,9 @@ type Lease struct {
 	// release resets the sandbox in place to it (docs/architecture.md,
 	// "Reset in place"). nil for other leases.
 	golden *golden
+	// settled: the sandbox was reset in place and its screen settled
+	// before it was handed out.
+	settled bool
 
 	mu       sync.Mutex
 	err      error
@@ -31,6 +34,11 @@ func (l *Lease) Guest() *client.Client { return l.m.guest }
 
 // Sandbox describes the leased sandbox.
 func (l *Lease) Sandbox() *Sandbox { return l.m.sb }
+
+// Settled reports that the sandbox was reset in place and its screen had
+// settled (Config.ResetSettle) before it was handed out: its first
+// observation need not wait for drawing that already happened.
+func (l *Lease) Settled() bool { return l.settled }
 
 // Dead is closed when the sandbox died (health check, provider signal, or
 // the pool closing).

@@ -59,6 +59,10 @@ type Config struct {
 	// ResetTimeout bounds one in-place reset (default 30 s); past it the
 	// sandbox is retired.
 	ResetTimeout time.Duration
+	// ResetSettle, when set, bounds the settle of a sandbox just reset in
+	// place: the pool waits until its screen is still before keeping it as a
+	// replica, and its next lease reports Settled.
+	ResetSettle *aci.Settle
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -116,8 +120,11 @@ type member struct {
 	guest  *client.Client
 	golden *golden // set while it is an idle replica of golden
 	lease  *Lease  // set while leased
-	gone   chan struct{}
-	once   sync.Once
+	// settled: reset in place and its screen settled since; the next
+	// lease reports it (Lease.Settled) and clears it.
+	settled bool
+	gone    chan struct{}
+	once    sync.Once
 }
 
 // golden is a task's checkpoint after setup and its warm replicas.
@@ -351,8 +358,9 @@ func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
 
 // leaseLocked wraps m into a lease.
 func (p *Pool) leaseLocked(m *member) *Lease {
-	l := &Lease{p: p, m: m, dead: make(chan struct{})}
+	l := &Lease{p: p, m: m, dead: make(chan struct{}), settled: m.settled}
 	m.lease = l
+	m.settled = false
 	m.golden = nil
 	p.leased[l] = struct{}{}
 	p.signalLocked()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/shinken-rl/shinken/guest/wire"
 )
 
 // keepsResetLocked reports whether a released lease of g is reset in place
@@ -35,6 +37,19 @@ func (p *Pool) resetInPlace(ctx context.Context, m *member, snap string) error {
 	return nil
 }
 
+// settle waits until m's screen is still (Config.ResetSettle).
+func (p *Pool) settle(ctx context.Context, m *member) error {
+	if p.cfg.ResetSettle == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ResetTimeout)
+	defer cancel()
+	if _, err := m.guest.Reset(ctx, wire.ResetArgs{Phase: wire.ResetSettle, Settle: p.cfg.ResetSettle}); err != nil {
+		return fmt.Errorf("pool: reset %s in place: settle: %w", m.sb.ID, err)
+	}
+	return nil
+}
+
 // resetDone counts one in-place reset.
 func (p *Pool) resetDone(err error) {
 	p.mu.Lock()
@@ -55,6 +70,9 @@ func (p *Pool) resetDone(err error) {
 func (p *Pool) recycle(m *member, g *golden) {
 	defer p.wg.Done()
 	err := p.resetInPlace(p.ctx, m, g.snap)
+	if err == nil {
+		err = p.settle(p.ctx, m)
+	}
 	p.resetDone(err)
 	p.mu.Lock()
 	g.resetting--
@@ -63,6 +81,7 @@ func (p *Pool) recycle(m *member, g *golden) {
 		case <-m.gone: // died meanwhile: its monitor retired it
 		default:
 			m.golden = g
+			m.settled = p.cfg.ResetSettle != nil
 			g.idle = append(g.idle, m)
 			p.signalLocked()
 			p.mu.Unlock()

@@ -88,8 +88,8 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
 		LeaseTimeout: time.Duration(cfg.LeaseTimeout), ReplicasPerGolden: cfg.ReplicasPerGolden,
-		ResetMode: cfg.ResetMode,
-		Spec:      pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
+		ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
+		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})
 	if err != nil {
 		return nil, err

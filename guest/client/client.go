@@ -123,9 +123,9 @@ func (c *Client) Score(ctx context.Context, args wire.ScoreArgs) (*wire.ScoreRes
 }
 
 // Reset runs one phase of an in-place reset (see wire.ResetArgs).
-func (c *Client) Reset(ctx context.Context, phase string) (*wire.ResetResult, error) {
+func (c *Client) Reset(ctx context.Context, args wire.ResetArgs) (*wire.ResetResult, error) {
 	var r wire.ResetResult
-	if err := c.call(ctx, wire.MethodReset, wire.ResetArgs{Phase: phase}, &r, nil); err != nil {
+	if err := c.call(ctx, wire.MethodReset, args, &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -38,7 +38,7 @@ func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.
 		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died", id)
 	default:
 	}
-	q, err := g.Reset(ctx, wire.ResetQuiesce)
+	q, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetQuiesce})
 	if err != nil {
 		return fmt.Errorf("process: reset %s: quiesce: %w", id, err)
 	}
@@ -54,7 +54,7 @@ func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.
 			return fmt.Errorf("process: reset %s: restore %s: %w", id, d, err)
 		}
 	}
-	if _, err := g.Reset(ctx, wire.ResetRelaunch); err != nil {
+	if _, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetRelaunch}); err != nil {
 		return fmt.Errorf("process: reset %s: relaunch: %w", id, err)
 	}
 	return nil
