@@ -27,10 +27,15 @@ type xInitial struct {
 	modPer    byte
 	modCodes  []xproto.Keycode
 	rootProps map[xproto.Atom]bool
+	kbd       *xproto.GetKeyboardControlReply
+	ptr       *xproto.GetPointerControlReply
+	saver     *xproto.GetScreenSaverReply
+	fontPath  []xproto.Str
 }
 
-// captureInitial records the keyboard and modifier mappings and the root
-// window's properties, once per display (on its first connection, which
+// captureInitial records the keyboard and modifier mappings, the root
+// window's properties, keyboard and pointer control, the screen saver and
+// the font path, once per display (on its first connection, which
 // the provider's readiness hello makes before any agent acts).
 func (x *xconn) captureInitial() error {
 	if x.d.initial != nil {
@@ -50,8 +55,25 @@ func (x *xconn) captureInitial() error {
 	if err != nil {
 		return err
 	}
+	kbd, err := xproto.GetKeyboardControl(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	ptr, err := xproto.GetPointerControl(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	saver, err := xproto.GetScreenSaver(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	fp, err := xproto.GetFontPath(x.c).Reply()
+	if err != nil {
+		return err
+	}
 	in := &xInitial{minKC: s.MinKeycode, per: km.KeysymsPerKeycode, syms: km.Keysyms,
-		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{}}
+		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{},
+		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path}
 	for _, a := range pl.Atoms {
 		in.rootProps[a] = true
 	}
@@ -68,7 +90,8 @@ var resetRootProps = []string{"CUT_BUFFER0", "CUT_BUFFER1", "CUT_BUFFER2", "CUT_
 
 // resetX returns the X server to its initial state over guestd's own
 // connection: held keys and buttons released, the keyboard and modifier
-// mappings restored, the selections guestd owns given up, cut buffers and
+// mappings, keyboard and pointer control (auto-repeat, bell, acceleration),
+// the screen saver (reset to inactive) and the font path restored, the selections guestd owns given up, cut buffers and
 // wallpaper removed, the root redrawn with its default background, the
 // resources of departed clients freed, the pointer centred (where a fresh
 // X server puts it) and focus returned to the pointer root. The episode's
@@ -141,6 +164,13 @@ func (x *xconn) resetX() error {
 			xproto.DeleteProperty(x.c, x.root, a)
 		}
 	}
+	k := in.kbd
+	xproto.ChangeKeyboardControl(x.c, xproto.KbKeyClickPercent|xproto.KbBellPercent|xproto.KbBellPitch|xproto.KbBellDuration|xproto.KbAutoRepeatMode,
+		[]uint32{uint32(k.KeyClickPercent), uint32(k.BellPercent), uint32(k.BellPitch), uint32(k.BellDuration), uint32(k.GlobalAutoRepeat)})
+	xproto.ChangePointerControl(x.c, int16(in.ptr.AccelerationNumerator), int16(in.ptr.AccelerationDenominator), int16(in.ptr.Threshold), true, true)
+	xproto.SetScreenSaver(x.c, int16(in.saver.Timeout), int16(in.saver.Interval), in.saver.PreferBlanking, in.saver.AllowExposures)
+	xproto.ForceScreenSaver(x.c, xproto.ScreenSaverReset)
+	xproto.SetFontPath(x.c, uint16(len(in.fontPath)), in.fontPath)
 	xproto.KillClient(x.c, uint32(xproto.KillAllTemporary))
 	xproto.ChangeWindowAttributes(x.c, x.root, xproto.CwBackPixmap, []uint32{xproto.BackPixmapNone})
 	xproto.ClearArea(x.c, false, x.root, 0, 0, 0, 0)

@@ -17,12 +17,12 @@ import (
 // stateScript prints what an agent can see of a sandbox's state: every
 // file under its home, workspace and /tmp with its type, mode and content
 // hash (the live session's own files left out: X sockets and locks, its
-// buses' directories, guestd's logs), then the command names of its
+// buses' directories, guestd's logs; each sandbox has its own), then the command names of its
 // processes but the probe's own.
-const stateScript = `cd / && for d in "$HOME" /workspace /tmp; do
+const stateScript = `cd / && n=${DISPLAY#:} && for d in "$HOME" /workspace /tmp; do
   [ -d "$d" ] || continue
-  find "$d" -xdev \( -name .X11-unix -o -name '.X*-lock' -o -name .ICE-unix -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -printf '%y %m %p\n' | sort
-  find "$d" -xdev \( -name .X11-unix -o -name '.X*-lock' -o -name .ICE-unix -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -printf '%y %m %p\n' | sort
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
 done
 echo PROCS
 for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; cat "$p/comm" 2>/dev/null; done | grep -vx -e sh -e find -e sort -e xargs -e md5sum -e cat -e grep | sort`
@@ -121,7 +121,7 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 
 	esb, ec := restore()
 	// The episode.
-	MustSh(t, ec, `echo changed > "$HOME/kept.txt" && rm "$HOME/deleted.txt" && echo new > "$HOME/d/new.txt" && rm -r /tmp/t && echo x > /tmp/agent.txt && mkdir -p /workspace/w && echo w > /workspace/w/f
+	MustSh(t, ec, `touch /tmp/.X999-lock; echo changed > "$HOME/kept.txt" && rm "$HOME/deleted.txt" && echo new > "$HOME/d/new.txt" && rm -r /tmp/t && echo x > /tmp/agent.txt && mkdir -p /workspace/w && echo w > /workspace/w/f
 		(setsid sleep 1000 </dev/null >/dev/null 2>&1 &) ; (sleep 999 </dev/null >/dev/null 2>&1 &)`)
 	for _, a := range []aci.Action{
 		{Verb: aci.LaunchApp, App: "xterm", Args: []string{"-title", "episode"}},

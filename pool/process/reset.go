@@ -49,7 +49,7 @@ func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.
 		}
 	}
 	for _, d := range writableDirs {
-		skip := keepSession(d, keep)
+		skip := keepSession(d, keep, b.display)
 		if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(b.dir, d), b.uidOr(-1), b.uidOr(-1), skip); err != nil {
 			return fmt.Errorf("process: reset %s: restore %s: %w", id, d, err)
 		}
@@ -83,15 +83,20 @@ func (p *Provider) tmpRel(b *box, path string) (string, bool) {
 }
 
 // keepSession is the set of entries of writable dir d (relative paths)
-// that belong to the live session, not to the episode: X sockets and
-// locks, the session's bus directory (tmp), and the logs guestd's X server
-// and window manager still append to (home/.shinken). Such an entry is
-// neither removed nor overwritten by a restore.
-func keepSession(d string, tmpKeep map[string]bool) func(rel string, isDir bool) (keep, descend bool) {
+// that belong to the live session, not to the episode: the X server's
+// socket and lock for display, the session's bus directory (tmp), and the
+// logs guestd's X server and window manager still append to
+// (home/.shinken). Such an entry is neither removed nor overwritten by a
+// restore; everything else the episode left, X-looking or not, goes.
+func keepSession(d string, tmpKeep map[string]bool, display int) func(rel string, isDir bool) (keep, descend bool) {
+	sock, lock := fmt.Sprintf(".X11-unix/X%d", display), fmt.Sprintf(".X%d-lock", display)
 	return func(rel string, isDir bool) (bool, bool) {
 		switch d {
 		case "tmp":
-			if !strings.Contains(rel, "/") && isXLeftover(rel) {
+			switch {
+			case rel == ".X11-unix" && isDir:
+				return false, true
+			case rel == sock || rel == lock:
 				return true, false
 			}
 			return tmpKeep[rel], false
