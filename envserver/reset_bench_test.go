@@ -68,3 +68,56 @@ func BenchmarkWarmReset(b *testing.B) {
 	}
 	b.ReportMetric(p50[pool.ResetModeReboot]/p50[pool.ResetModeInPlace], "reboot/inplace-p50")
 }
+
+// BenchmarkFork8 forks 8 children of one xterm-hello-file env over real
+// HTTP, in both reset modes in the same run, with 8 warm sandboxes each
+// time (the children of the previous fork closed and the pool refilled):
+// inplace resets the warm sandboxes to the snapshot, reboot boots 8. It
+// reports each mode's fork p50 and the ratio.
+//
+//	go test ./envserver -run '^$' -bench Fork8 -benchtime 1x
+func BenchmarkFork8(b *testing.B) {
+	const task, n, forks = "xterm-hello-file", 8, 5
+	p50 := map[string]float64{}
+	for _, mode := range []string{pool.ResetModeInPlace, pool.ResetModeReboot} {
+		s := servertest.Start(b, servertest.Options{Pool: n, Replicas: 1, Edit: func(c *configs.Server) {
+			c.ResetMode = mode
+			c.MaxSandboxes = 3*n + 8
+		}})
+		var r api.BatchReply
+		if _, _, err := s.Call("/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{Task: task}}}, &r); err != nil || r.Results[0].Error != nil {
+			b.Fatalf("reset: %v %v", err, r.Results[0].Error)
+		}
+		src := r.Results[0].EnvID
+		var ds []time.Duration
+		for range forks {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			if err := s.Pool.WaitWarm(ctx, n); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+			t0 := time.Now()
+			var fr api.BatchReply
+			if _, _, err := s.Call("/v1/fork", api.ForkRequest{EnvID: src, N: n}, &fr); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+			var ids []string
+			for _, res := range fr.Results {
+				if res.Error != nil {
+					b.Fatalf("%s fork: %v", mode, res.Error)
+				}
+				ids = append(ids, res.EnvID)
+			}
+			if _, _, err := s.Call("/v1/close", api.CloseRequest{EnvIDs: ids}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		p50[mode] = float64(ds[len(ds)/2].Microseconds()) / 1000
+		b.ReportMetric(p50[mode], mode+"-p50-ms")
+		b.Logf("%s: fork of %d p50 %.0f ms (min %.0f, max %.0f) over %d forks", mode, n, p50[mode],
+			float64(ds[0].Microseconds())/1000, float64(ds[len(ds)-1].Microseconds())/1000, forks)
+	}
+	b.ReportMetric(p50[pool.ResetModeReboot]/p50[pool.ResetModeInPlace], "reboot/inplace-p50")
+}

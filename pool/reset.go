@@ -118,6 +118,9 @@ func (p *Pool) takeIdleLocked(n int) []*member {
 			}
 		}
 	}
+	for _, m := range out {
+		m.settled = false // it is reset to another snapshot
+	}
 	if len(out) > 0 {
 		p.signalLocked()
 	}
