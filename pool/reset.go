@@ -59,7 +59,7 @@ func (p *Pool) resetDone(err error) {
 		p.resetFails++
 	}
 	p.mu.Unlock()
-	if err != nil {
+	if err != nil && p.ctx.Err() == nil {
 		p.cfg.Logf("%v; retiring it (a boot replaces it)", err)
 	}
 }

@@ -126,6 +126,19 @@ func restoreTree(ctx context.Context, src, dst string, uid, gid int, keep func(r
 	})
 }
 
+// removeAll is os.RemoveAll tried a few times: a kept session process (the
+// window manager writing a cache) may create an entry in a directory while
+// it is being removed.
+func removeAll(path string) error {
+	var err error
+	for range 5 {
+		if err = os.RemoveAll(path); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
 // emptyExcept removes every entry under dir/rel that keep neither keeps nor
 // descends into. Entries are read without following symlinks.
 func emptyExcept(dir, rel string, keep func(rel string, isDir bool) (bool, bool)) error {
@@ -143,7 +156,7 @@ func emptyExcept(dir, rel string, keep func(rel string, isDir bool) (bool, bool)
 				return err
 			}
 		default:
-			if err := os.RemoveAll(filepath.Join(dir, r)); err != nil {
+			if err := removeAll(filepath.Join(dir, r)); err != nil {
 				return err
 			}
 		}

@@ -349,6 +349,13 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if errors.Is(err, fs.ErrExist) {
+		// Restoring a live sandbox: a kept session process wrote it since
+		// the directory was emptied; the snapshot's copy wins.
+		if err = os.RemoveAll(dst); err == nil {
+			out, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+		}
+	}
 	if err != nil {
 		return err
 	}
