@@ -35,9 +35,10 @@ func main() {
 	scenarios := flag.String("scenarios", "", "comma-separated subset of: "+strings.Join(bench.Scenarios, ","))
 	pools := flag.String("pools", "", "comma-separated pool sizes for the throughput scenario (default 1,2,4,8,16,32; quick 1,2,4)")
 	verbose := flag.Bool("v", false, "also print the servers' logs")
+	resetMode := flag.String("reset-mode", "", "the servers' reset mode: inplace or reboot (default: the shipped config's); run once per mode to compare")
 	flag.Parse()
 
-	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, Logf: log.Printf}
+	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, ResetMode: *resetMode, Logf: log.Printf}
 	if *verbose {
 		opts.ServerLogf = log.Printf
 	}
