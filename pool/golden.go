@@ -63,9 +63,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			continue // its build failed; try again (possibly as the builder)
 		}
 		for len(g.idle) > 0 {
-			m := g.idle[0]
-			g.idle = g.idle[1:]
-			m.golden = nil
+			m := g.takeIdle()
 			if alive(m) {
 				l := p.leaseLocked(m)
 				l.golden = g
@@ -98,6 +96,24 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 		p.mu.Unlock()
 		return p.restoreGolden(ctx, g)
 	}
+}
+
+// takeIdle takes an idle replica, a settled one first (its first
+// observation need not wait; docs/architecture.md, "Sandbox lifecycle and
+// reset in place"), else the oldest. Called with p.mu held and g.idle not
+// empty.
+func (g *golden) takeIdle() *member {
+	i := 0
+	for j := len(g.idle) - 1; j >= 0; j-- {
+		if g.idle[j].settled {
+			i = j
+			break
+		}
+	}
+	m := g.idle[i]
+	g.idle = append(g.idle[:i:i], g.idle[i+1:]...)
+	m.golden = nil
+	return m
 }
 
 // leaseAndSetup is the fallback without snapshots.
