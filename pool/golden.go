@@ -66,7 +66,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			m := g.takeIdle()
 			if alive(m) {
 				l := p.leaseLocked(m)
-				l.golden = g
+				g.attachLocked(l)
 				p.mu.Unlock()
 				p.poke()
 				return l, nil
@@ -96,6 +96,13 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 		p.mu.Unlock()
 		return p.restoreGolden(ctx, g)
 	}
+}
+
+// attachLocked marks l as a lease of g (its release resets it in place to
+// g) and counts it. Called with p.mu held.
+func (g *golden) attachLocked(l *Lease) {
+	l.golden = g
+	g.leased++
 }
 
 // takeIdle takes an idle replica, a settled one first (its first
@@ -160,7 +167,7 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 		return l, nil
 	}
 	g.snap, g.ok = snap, true
-	l.golden = g // its sandbox is in the golden's state: reset in place, it is a replica
+	g.attachLocked(l) // its sandbox is in the golden's state: reset in place, it is a replica
 	close(g.ready)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -197,7 +204,7 @@ func (p *Pool) restoreGolden(ctx context.Context, g *golden) (*Lease, error) {
 		return nil, p.closedErr()
 	}
 	l := p.leaseLocked(m)
-	l.golden = g
+	g.attachLocked(l)
 	p.watch(m)
 	p.mu.Unlock()
 	return l, nil

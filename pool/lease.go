@@ -82,6 +82,9 @@ func (l *Lease) Release(ctx context.Context) {
 	l.m.lease = nil
 	g := l.golden
 	recycle := !dead && !p.closed && g != nil && p.keepsResetLocked(g)
+	if g != nil {
+		g.leased--
+	}
 	if recycle {
 		g.resetting++
 		p.wg.Add(1)

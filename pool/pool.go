@@ -138,6 +138,11 @@ type golden struct {
 	// resetting counts released leases being reset in place to become
 	// idle replicas: a lease waits for them rather than booting.
 	resetting int
+	// leased counts its leases not yet released: released leases are kept
+	// (reset in place) while idle replicas number fewer than
+	// ReplicasPerGolden plus these, so a golden keeps about as many
+	// sandboxes as it recently had in use, and no more.
+	leased int
 }
 
 // New starts a pool over prov and begins warming in the background; it

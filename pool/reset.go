@@ -9,11 +9,16 @@ import (
 )
 
 // keepsResetLocked reports whether a released lease of g is reset in place
-// and kept as g's replica (docs/architecture.md, "Reset in place"): the
-// provider resets, the golden is usable and current, and replicas are kept
-// at all (ReplicasPerGolden not negative).
+// and kept as g's replica (docs/architecture.md, "Sandbox lifecycle and
+// reset in place"): the provider resets, the golden is usable and current,
+// replicas are kept at all (ReplicasPerGolden not negative), and g's idle
+// and resetting sandboxes number fewer than ReplicasPerGolden plus its
+// leases out, the one being released included (their envs will likely want
+// one back: an env's reset releases before it leases). Otherwise the
+// sandbox is retired.
 func (p *Pool) keepsResetLocked(g *golden) bool {
-	return p.resetter != nil && g.ok && p.goldens[g.key] == g && p.cfg.ReplicasPerGolden > 0
+	return p.resetter != nil && g.ok && p.goldens[g.key] == g && p.cfg.ReplicasPerGolden > 0 &&
+		len(g.idle)+g.resetting < p.cfg.ReplicasPerGolden+g.leased
 }
 
 // resetInPlace resets m to snap under ResetTimeout, then checks that its X
