@@ -11,6 +11,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,7 +37,10 @@ type Options struct {
 	Scenarios []string
 	// Pools overrides the pool sizes of the throughput scenario.
 	Pools []int
-	Logf  func(format string, args ...any) // progress; default discards
+	// ResetMode is the servers' reset mode (inplace or reboot; "" the
+	// shipped config's): run once per mode to compare them.
+	ResetMode string
+	Logf      func(format string, args ...any) // progress; default discards
 	// ServerLogf receives the servers' own logs; default discards.
 	ServerLogf func(format string, args ...any)
 	// Envserver is the envserver binary the stepcost scenario runs; ""
@@ -118,6 +122,7 @@ type ServerInfo struct {
 	Screen       string `json:"screen"`
 	Task         string `json:"task"`
 	Config       string `json:"config"`
+	ResetMode    string `json:"reset_mode,omitempty"`
 }
 
 // Run executes the selected scenarios and returns their report. A scenario
@@ -150,7 +155,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r := &Report{
 		Version: ReportVersion, StartedAt: time.Now().UTC(), Quick: opts.Quick, Machine: machine(),
-		Server: ServerInfo{Screen: cfg.Screen, Task: opts.Task,
+		Server: ServerInfo{Screen: cfg.Screen, Task: opts.Task, ResetMode: cmp.Or(opts.ResetMode, cfg.ResetMode),
 			Config: "shipped configs/envserver.json; per server: state in a temp dir, listen 127.0.0.1:0, pool as stated"},
 	}
 	dir, err := os.MkdirTemp("", "shinken-bench-tasks-")
@@ -249,6 +254,9 @@ func (b *runner) startServer(ctx context.Context, n int, edit func(*configs.Serv
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Pool = n
 	cfg.Tasks = b.taskDir
+	if b.opts.ResetMode != "" {
+		cfg.ResetMode = b.opts.ResetMode
+	}
 	if edit != nil {
 		edit(cfg)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -284,8 +285,8 @@ func Markdown(r *Report, charts []ChartFile) string {
 	fmt.Fprintf(&sb, "# Shinken benchmark report (%s run)\n\n", runKind(r))
 	fmt.Fprintf(&sb, "Taken %s on `%s`: %s/%s, %d CPUs (%s), %.1f GiB, kernel %s, load %.2f at start, %s. Run took %.0f s.\n\n",
 		r.StartedAt.Format("2006-01-02 15:04 UTC"), m.Hostname, m.OS, m.Arch, m.CPUs, m.CPUModel, float64(m.MemBytes)/(1<<30), m.Kernel, m.Load1, m.Go, r.Seconds)
-	fmt.Fprintf(&sb, "Servers: provider `%s` (snapshot %s, confined %v), screen %s, task `%s`; %s. "+
-		"Every ratio below is between figures of this same run.\n\n", r.Server.Provider, r.Server.SnapshotKind, r.Server.Confined, r.Server.Screen, r.Server.Task, r.Server.Config)
+	fmt.Fprintf(&sb, "Servers: provider `%s` (snapshot %s, confined %v, reset mode %s), screen %s, task `%s`; %s. "+
+		"Every ratio below is between figures of this same run.\n\n", r.Server.Provider, r.Server.SnapshotKind, r.Server.Confined, cmp.Or(r.Server.ResetMode, "unreported"), r.Server.Screen, r.Server.Task, r.Server.Config)
 	for _, e := range r.Errors {
 		fmt.Fprintf(&sb, "> **Failed:** %s\n\n", e)
 	}

@@ -22,6 +22,7 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
+	ResetMode          string      `json:"reset_mode,omitempty"` // inplace (default) | reboot: how a finished episode's sandbox is reused (docs/architecture.md, "Reset in place")
 	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what the host's memory holds (pool.DesktopBytes each), at least 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once
 	LeaseTimeout       Duration    `json:"lease_timeout"`        // longest a reset queues for a sandbox before pool_exhausted; 0 = its whole reset_timeout

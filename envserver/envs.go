@@ -411,7 +411,7 @@ func (s *Server) spec() *api.Spec {
 		},
 		Pool: api.PoolSpec{
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.pool.MaxSandboxes(),
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
 		},
 		Limits: s.lim,
 	}

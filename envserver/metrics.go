@@ -75,6 +75,11 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 		func() float64 { return float64(p.Stats().Boots) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_boot_failures_total", Help: "Failed sandbox boot attempts (each retried, or reported once retries are spent); the log has each cause."},
 		func() float64 { return float64(p.Stats().BootFailures) }))
+	poolGauge("resetting", func(s pool.Stats) int { return s.Resetting })
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_resets_in_place_total", Help: "Sandboxes reset in place to a checkpoint (docs/architecture.md, \"Sandbox lifecycle and reset in place\")."},
+		func() float64 { return float64(p.Stats().Resets) }))
+	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_reset_failures_total", Help: "In-place resets that failed (the sandbox was retired and replaced by a boot); the log has each cause."},
+		func() float64 { return float64(p.Stats().ResetFailures) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_envs", Help: "Open envs."}, func() float64 { return float64(envCount()) }))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_frame_cache_bytes", Help: "Bytes held by the shared frame cache."},
 		func() float64 { _, b := cache.stats(); return float64(b) }))

@@ -171,7 +171,9 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	// Apps a restored sandbox relaunched may still be drawing: the first
 	// observation settles as after an action, so replicas of one checkpoint
 	// start pixel-identical.
-	obs, data, settle, err := s.observe(ctx, e, b, nil, true)
+	// A sandbox reset in place was settled before it was handed out: only
+	// drawing since (within the settle's quiet period) is waited for.
+	obs, data, settle, err := s.observe(ctx, e, b, nil, !lease.Settled())
 	if err != nil {
 		s.died(e, err, trajectory.SandboxDied)
 		s.register(e, re.EnvID == "")

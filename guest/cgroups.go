@@ -31,6 +31,7 @@ type AgentCgroups struct {
 	mu     sync.Mutex // one fork at a time; the freeze waits for it
 	ctls   []string   // controller directories
 	frozen bool
+	stuck  bool // guestd once failed to leave the agent's cgroups
 }
 
 // OpenAgentCgroups opens the cgroups under root; nil when root is empty or
@@ -89,10 +90,34 @@ func (a *AgentCgroups) Start(cmd *exec.Cmd, start func(*exec.Cmd) (int, <-chan u
 	if berr := a.move("guest"); berr != nil {
 		// guestd must never stay where the freeze would stop it: refuse
 		// the freeze from now on (the sweep still runs).
-		a.frozen = true
+		a.frozen, a.stuck = true, true
 		return pid, ch, errors.Join(err, fmt.Errorf("guest: leave the agent's cgroups: %w", berr))
 	}
 	return pid, ch, err
+}
+
+// Thaw thaws the agent's freezer cgroup and lets the agent start processes
+// again: an in-place reset thaws after sending the episode's processes
+// SIGKILL (a frozen process cannot die; docs/architecture.md, "Reset in
+// place"). A guestd that failed to leave the agent's cgroups stays refused.
+func (a *AgentCgroups) Thaw() error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stuck {
+		return errors.New("guest: guestd could not leave the agent's cgroups; the sandbox cannot be reset in place")
+	}
+	a.frozen = false
+	for _, d := range a.ctls {
+		if filepath.Base(d) == "freezer" {
+			if err := os.WriteFile(filepath.Join(d, "agent", "freezer.state"), []byte("THAWED"), 0); err != nil {
+				return fmt.Errorf("guest: thaw the agent's cgroup: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Freeze freezes the agent's freezer cgroup and waits until the kernel

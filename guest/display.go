@@ -53,6 +53,7 @@ type display struct {
 	lastKey  xxh3.Uint128 // source pixels of the last converted capture (guarded by sem)
 	lastHash string       // and its frame hash
 	last     lastCapture  // the last capture, for not_modified without capturing (guarded by sem)
+	initial  *xInitial    // the X state a reset returns to (guarded by sem)
 }
 
 func newDisplay(name string) *display {
@@ -298,6 +299,9 @@ func (x *xconn) setup() error {
 		[]uint32{xproto.EventMaskPropertyChange | xproto.EventMaskSubstructureNotify})
 	if !x.d.noDamage {
 		x.initDamage()
+		if err := x.captureInitial(); err != nil {
+			return fmt.Errorf("initial state: %w", err)
+		}
 	}
 	return nil
 }

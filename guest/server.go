@@ -54,6 +54,13 @@ type Config struct {
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int
+	// Keep lists the session processes an in-place reset keeps running
+	// besides guestd and the Exempt ones (the window manager, the session's
+	// buses); every other process ends (docs/architecture.md, "Reset in place").
+	Keep func() []int
+	// KeepFiles lists the files and directories of the live session (its
+	// bus directory) that a host restoring the sandbox's files leaves alone.
+	KeepFiles func() []string
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string
@@ -415,6 +422,12 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 			return nil, err
 		}
 		return s.runScore(ctx, a)
+	case wire.MethodReset:
+		var a wire.ResetArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.reset(ctx, a)
 	case wire.MethodHealth:
 		return s.health(ctx), nil
 	default:
@@ -433,7 +446,7 @@ func decodeArgs(m *wire.Message, v any) error {
 }
 
 // methods lists the protocol methods this server answers.
-var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore}
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset}
 
 func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
 	var h wire.HelloArgs

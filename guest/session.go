@@ -337,3 +337,26 @@ func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) 
 		return err == nil && ok
 	}, wmDone, xDone)
 }
+
+// KeepPids lists the session processes an in-place reset keeps running
+// besides the X server: the window manager and the session's buses.
+func (s *Session) KeepPids() []int {
+	var out []int
+	if s.wmpid != 0 {
+		out = append(out, s.wmpid)
+	}
+	if s.bus != nil {
+		out = append(out, s.bus.Pids()...)
+	}
+	return out
+}
+
+// Files lists the files of the live session outside guestd's state
+// directory (the buses' directory in TMPDIR), which a restore of the
+// sandbox's files must leave in place.
+func (s *Session) Files() []string {
+	if s.bus == nil {
+		return nil
+	}
+	return []string{s.bus.dir}
+}

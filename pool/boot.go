@@ -26,7 +26,7 @@ func (p *Pool) fill() {
 		go p.bootGeneral()
 	}
 	for _, g := range p.goldens {
-		for g.ok && len(g.idle)+g.booting < p.cfg.ReplicasPerGolden && p.live < limit {
+		for g.ok && len(g.idle)+g.booting+g.resetting < p.cfg.ReplicasPerGolden && p.live < limit {
 			g.booting++
 			p.live++
 			p.wg.Add(1)

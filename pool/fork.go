@@ -13,6 +13,9 @@ import (
 // than keep) and warm general sandboxes to make it, up to LeaseTimeout or
 // ctx's deadline.
 func (p *Pool) reserve(ctx context.Context, n int, keep *golden) error {
+	if n <= 0 {
+		return nil
+	}
 	if n > p.cfg.MaxSandboxes {
 		return Errorf(ErrExhausted, aci.CodePoolExhausted, "pool: %d sandboxes asked for, over the cap of %d; raise max_sandboxes (Config.MaxSandboxes)", n, p.cfg.MaxSandboxes)
 	}
@@ -86,6 +89,8 @@ func (p *Pool) Fork(ctx context.Context, src *Lease, n int) ([]*Lease, error) {
 
 // ForkSnapshot starts n sandboxes from snap (a snapshot made by Snapshot),
 // leased to the caller, once there is room for all n under MaxSandboxes.
+// Idle sandboxes are reset in place to the snapshot (docs/architecture.md,
+// "Reset in place"); only the rest are booted.
 func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, error) {
 	if p.forker == nil {
 		return nil, p.unsupported("fork")
@@ -93,28 +98,66 @@ func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, 
 	if n < 1 {
 		return nil, aci.Errorf(aci.CodeBadRequest, "pool: fork n must be at least 1; got %d", n)
 	}
-	if err := p.reserve(ctx, n, nil); err != nil {
+	var idle []*member
+	if p.resetter != nil {
+		p.mu.Lock()
+		if !p.closed {
+			idle = p.takeIdleLocked(n)
+		}
+		p.mu.Unlock()
+	}
+	giveUp := func() {
+		for _, m := range idle {
+			p.retire(m)
+		}
+	}
+	if err := p.reserve(ctx, n-len(idle), nil); err != nil {
+		giveUp()
 		return nil, err
 	}
-	var ms []*member
-	err := p.retry(ctx, "fork", func() (err error) {
-		ms, err = p.forkOnce(ctx, snap, n)
-		return err
-	})
-	if err != nil {
+	reserved := n - len(idle)
+	unreserve := func(k int) {
 		p.mu.Lock()
-		p.live -= n
+		p.live -= k
 		p.signalLocked()
 		p.mu.Unlock()
 		p.poke()
-		return nil, fmt.Errorf("pool: fork: %w", err)
+	}
+	var reset []*member
+	if len(idle) > 0 {
+		reset = p.resetAll(ctx, idle, snap)
+		if short := len(idle) - len(reset); short > 0 {
+			if err := p.reserve(ctx, short, nil); err != nil {
+				idle = reset
+				giveUp()
+				unreserve(reserved)
+				return nil, fmt.Errorf("pool: fork: %w", err)
+			}
+			reserved += short
+		}
+	}
+	var ms []*member
+	if reserved > 0 {
+		err := p.retry(ctx, "fork", func() (err error) {
+			ms, err = p.forkOnce(ctx, snap, reserved)
+			return err
+		})
+		if err != nil {
+			idle = reset
+			giveUp()
+			unreserve(reserved)
+			return nil, fmt.Errorf("pool: fork: %w", err)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.boots += uint64(n)
-	out := make([]*Lease, n)
-	for i, m := range ms {
-		out[i] = p.leaseLocked(m)
+	p.boots += uint64(len(ms))
+	out := make([]*Lease, 0, n)
+	for _, m := range reset {
+		out = append(out, p.leaseLocked(m)) // watched since its boot
+	}
+	for _, m := range ms {
+		out = append(out, p.leaseLocked(m))
 		p.watch(m)
 	}
 	if p.closed {

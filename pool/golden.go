@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // WaitReplicas blocks until key's golden has n warm replicas (n is capped
@@ -36,6 +37,7 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 	if p.snapper == nil {
 		return p.leaseAndSetup(ctx, key, setup)
 	}
+	var wait *time.Timer // bounds waiting for in-place resets
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -61,11 +63,10 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			continue // its build failed; try again (possibly as the builder)
 		}
 		for len(g.idle) > 0 {
-			m := g.idle[0]
-			g.idle = g.idle[1:]
-			m.golden = nil
+			m := g.takeIdle()
 			if alive(m) {
 				l := p.leaseLocked(m)
+				g.attachLocked(l)
 				p.mu.Unlock()
 				p.poke()
 				return l, nil
@@ -74,9 +75,52 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			p.retire(m)
 			p.mu.Lock()
 		}
+		if g.resetting > 0 {
+			// A released sandbox is being reset to this golden: waiting
+			// for it is cheaper than a boot.
+			ch := p.changed
+			p.mu.Unlock()
+			if wait == nil {
+				wait = time.NewTimer(p.cfg.ResetTimeout)
+				defer wait.Stop()
+			}
+			select {
+			case <-ch:
+				continue
+			case <-wait.C:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("pool: lease golden %q: %w", key, ctx.Err())
+			}
+			p.mu.Lock()
+		}
 		p.mu.Unlock()
 		return p.restoreGolden(ctx, g)
 	}
+}
+
+// attachLocked marks l as a lease of g (its release resets it in place to
+// g) and counts it. Called with p.mu held.
+func (g *golden) attachLocked(l *Lease) {
+	l.golden = g
+	g.leased++
+}
+
+// takeIdle takes an idle replica, a settled one first (its first
+// observation need not wait; docs/architecture.md, "Sandbox lifecycle and
+// reset in place"), else the oldest. Called with p.mu held and g.idle not
+// empty.
+func (g *golden) takeIdle() *member {
+	i := 0
+	for j := len(g.idle) - 1; j >= 0; j-- {
+		if g.idle[j].settled {
+			i = j
+			break
+		}
+	}
+	m := g.idle[i]
+	g.idle = append(g.idle[:i:i], g.idle[i+1:]...)
+	m.golden = nil
+	return m
 }
 
 // leaseAndSetup is the fallback without snapshots.
@@ -123,6 +167,7 @@ func (p *Pool) buildGolden(ctx context.Context, g *golden, setup func(ctx contex
 		return l, nil
 	}
 	g.snap, g.ok = snap, true
+	g.attachLocked(l) // its sandbox is in the golden's state: reset in place, it is a replica
 	close(g.ready)
 	p.signalLocked()
 	p.mu.Unlock()
@@ -165,6 +210,9 @@ func (p *Pool) restore(ctx context.Context, snap string, keep *golden, what stri
 		return nil, p.closedErr()
 	}
 	l := p.leaseLocked(m)
+	if keep != nil {
+		keep.attachLocked(l) // a golden's replica: reset in place on release
+	}
 	p.watch(m)
 	p.mu.Unlock()
 	return l, nil

@@ -13,6 +13,13 @@ type Lease struct {
 	p    *Pool
 	m    *member
 	dead chan struct{}
+	// golden is the checkpoint the lease started from (LeaseGolden): its
+	// release resets the sandbox in place to it (docs/architecture.md,
+	// "Reset in place"). nil for other leases.
+	golden *golden
+	// settled: the sandbox was reset in place and its screen settled
+	// before it was handed out.
+	settled bool
 
 	mu       sync.Mutex
 	err      error
@@ -27,6 +34,11 @@ func (l *Lease) Guest() *client.Client { return l.m.guest }
 
 // Sandbox describes the leased sandbox.
 func (l *Lease) Sandbox() *Sandbox { return l.m.sb }
+
+// Settled reports that the sandbox was reset in place and its screen had
+// settled (Config.ResetSettle) before it was handed out: its first
+// observation need not wait for drawing that already happened.
+func (l *Lease) Settled() bool { return l.settled }
 
 // Dead is closed when the sandbox died (health check, provider signal, or
 // the pool closing).
@@ -51,8 +63,10 @@ func (l *Lease) kill(err error) {
 	close(l.dead)
 }
 
-// Release gives the sandbox back. It is dirty, so the pool destroys it in
-// the background and refills; Release returns at once and is idempotent.
+// Release gives the sandbox back. It is dirty: a lease of a golden is reset
+// in place to that golden in the background and kept as a warm replica
+// (ResetModeInPlace); otherwise, or when that reset fails, the pool destroys
+// it and refills. Release returns at once and is idempotent.
 func (l *Lease) Release(ctx context.Context) {
 	l.mu.Lock()
 	if l.released {
@@ -60,12 +74,26 @@ func (l *Lease) Release(ctx context.Context) {
 		return
 	}
 	l.released = true
+	dead := l.err != nil
 	l.mu.Unlock()
 	p := l.p
 	p.mu.Lock()
 	delete(p.leased, l)
 	l.m.lease = nil
+	g := l.golden
+	recycle := !dead && !p.closed && g != nil && p.keepsResetLocked(g)
+	if g != nil {
+		g.leased--
+	}
+	if recycle {
+		g.resetting++
+		p.wg.Add(1)
+	}
 	p.signalLocked()
 	p.mu.Unlock()
+	if recycle {
+		go p.recycle(l.m, g)
+		return
+	}
 	p.retire(l.m)
 }

@@ -59,6 +59,16 @@ type Config struct {
 	// BootBackoff is the wait after the first failed attempt, doubled
 	// after each next one (default 200 ms).
 	BootBackoff time.Duration
+	// ResetMode is ResetModeInPlace (the default where the provider is a
+	// Resetter) or ResetModeReboot.
+	ResetMode string
+	// ResetTimeout bounds one in-place reset (default 30 s); past it the
+	// sandbox is retired.
+	ResetTimeout time.Duration
+	// ResetSettle, when set, bounds the settle of a sandbox just reset in
+	// place: the pool waits until its screen is still before keeping it as a
+	// replica, and its next lease reports Settled.
+	ResetSettle *aci.Settle
 	// Spec is the sandbox every boot asks for.
 	Spec Spec
 	// Logf receives operational messages; nil discards.
@@ -76,16 +86,19 @@ type Stats struct {
 	// (LimitReasons), whether the pool saw the death or the holder released
 	// the lease first.
 	LimitDeaths map[string]uint64
+	Resetting                                int    // in-place resets in flight
+	Resets, ResetFailures                    uint64 // in-place resets done, and failed (the sandbox was retired)
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
 type Pool struct {
-	prov    Provider
-	snapper Snapshotter // nil without snapshot+restore
-	forker  Forker      // nil without fork
-	caps    Capabilities
-	cfg     Config
-	sem     *semaphore.Weighted
+	prov     Provider
+	snapper  Snapshotter // nil without snapshot+restore
+	forker   Forker      // nil without fork
+	resetter Resetter    // nil unless ResetMode is inplace and the provider resets
+	caps     Capabilities
+	cfg      Config
+	sem      *semaphore.Weighted
 
 	ctx    context.Context // background work; cancelled by Close
 	cancel context.CancelFunc
@@ -105,6 +118,8 @@ type Pool struct {
 	boots        uint64
 	bootFailures uint64
 	onDemand     uint64
+	resets       uint64
+	resetFails   uint64
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
 	warmQ, roomQ queue // callers waiting for a warm sandbox (Lease) and for room (reserve), oldest first
 	fails        int   // consecutive boot failures (backoff)
@@ -118,8 +133,11 @@ type member struct {
 	guest  *client.Client
 	golden *golden // set while it is an idle replica of golden
 	lease  *Lease  // set while leased
-	gone   chan struct{}
-	once   sync.Once
+	// settled: reset in place and its screen settled since; the next
+	// lease reports it (Lease.Settled) and clears it.
+	settled bool
+	gone    chan struct{}
+	once    sync.Once
 }
 
 // golden is a task's checkpoint after setup and its warm replicas.
@@ -130,6 +148,14 @@ type golden struct {
 	ok      bool          // snap is usable
 	idle    []*member
 	booting int
+	// resetting counts released leases being reset in place to become
+	// idle replicas: a lease waits for them rather than booting.
+	resetting int
+	// leased counts its leases not yet released: released leases are kept
+	// (reset in place) while idle replicas number fewer than
+	// ReplicasPerGolden plus these, so a golden keeps about as many
+	// sandboxes as it recently had in use, and no more.
+	leased int
 }
 
 // New starts a pool over prov and begins warming in the background; it
@@ -174,6 +200,16 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 10 * time.Second
 	}
+	switch cfg.ResetMode {
+	case "":
+		cfg.ResetMode = ResetModeInPlace
+	case ResetModeInPlace, ResetModeReboot:
+	default:
+		return nil, fmt.Errorf("pool: ResetMode %q; want %q or %q", cfg.ResetMode, ResetModeInPlace, ResetModeReboot)
+	}
+	if cfg.ResetTimeout <= 0 {
+		cfg.ResetTimeout = 30 * time.Second
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -194,6 +230,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	if f, ok := prov.(Forker); ok && p.caps.Fork && p.snapper != nil {
 		p.forker = f
 	}
+	if r, ok := prov.(Resetter); ok && p.snapper != nil && cfg.ResetMode == ResetModeInPlace {
+		p.resetter = r
+	}
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.wg.Add(1)
 	go p.filler()
@@ -204,6 +243,15 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 // MaxSandboxes is the cap on live sandboxes the pool runs under.
 func (p *Pool) MaxSandboxes() int { return p.cfg.MaxSandboxes }
 
+// ResetMode is the pool's effective reset mode: ResetModeInPlace only where
+// the provider can reset in place.
+func (p *Pool) ResetMode() string {
+	if p.resetter != nil {
+		return ResetModeInPlace
+	}
+	return ResetModeReboot
+}
+
 // Capabilities returns the provider's descriptor.
 func (p *Pool) Capabilities() Capabilities { return p.caps }
 
@@ -212,7 +260,7 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
-		Queued: len(p.warmQ) + len(p.roomQ)}
+		Queued: len(p.warmQ) + len(p.roomQ), Resets: p.resets, ResetFailures: p.resetFails}
 	if len(p.limitDeaths) > 0 {
 		s.LimitDeaths = make(map[string]uint64, len(p.limitDeaths))
 		for r, n := range p.limitDeaths {
@@ -222,6 +270,7 @@ func (p *Pool) Stats() Stats {
 	for _, g := range p.goldens {
 		s.Replicas += len(g.idle)
 		s.Booting += g.booting
+		s.Resetting += g.resetting
 	}
 	return s
 }
@@ -345,8 +394,9 @@ func (p *Pool) Lease(ctx context.Context) (*Lease, error) {
 
 // leaseLocked wraps m into a lease.
 func (p *Pool) leaseLocked(m *member) *Lease {
-	l := &Lease{p: p, m: m, dead: make(chan struct{})}
+	l := &Lease{p: p, m: m, dead: make(chan struct{}), settled: m.settled}
 	m.lease = l
+	m.settled = false
 	m.golden = nil
 	p.leased[l] = struct{}{}
 	p.signalLocked()

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
 )
 
 // Snapshot kinds a provider may advertise (docs/architecture.md, "Sandboxes, snapshots, forks").
@@ -136,6 +137,26 @@ type Snapshotter interface {
 type Forker interface {
 	Fork(ctx context.Context, snap string, n int, spec Spec) ([]*Sandbox, error)
 }
+
+// Resetter is implemented by providers that can return a live sandbox to a
+// snapshot's state in place, faster than a boot (docs/architecture.md,
+// "Reset in place"): its X server, window manager and guestd keep running;
+// every process the episode started ends; its writable state becomes the
+// snapshot's; the X server's state is reset; the apps recorded in the
+// snapshot relaunch. guest is the pool's connection to the sandbox's guestd.
+// On any error the sandbox is in an unknown state and the caller retires it.
+type Resetter interface {
+	ResetInPlace(ctx context.Context, id, snap string, guest *client.Client) error
+}
+
+// Reset modes (Config.ResetMode, the server's --reset-mode).
+const (
+	// ResetModeInPlace resets a released golden lease in place and keeps it
+	// as a warm replica; fork resets idle sandboxes before booting.
+	ResetModeInPlace = "inplace"
+	// ResetModeReboot retires every released sandbox and boots replicas.
+	ResetModeReboot = "reboot"
+)
 
 // Errors, wrapped with %w by providers and the pool; envserver maps them to
 // wire codes in one table.

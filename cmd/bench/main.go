@@ -37,9 +37,10 @@ func main() {
 	verbose := flag.Bool("v", false, "also print the servers' logs")
 	envserver := flag.String("envserver", "", "envserver binary the stepcost scenario runs (default: next to bench, else PATH)")
 	baseline := flag.String("baseline-envserver", "", "an older envserver binary (its guestd beside it) the stepcost scenario also measures, in the same run")
+	resetMode := flag.String("reset-mode", "", "the servers' reset mode: inplace or reboot (default: the shipped config's); run once per mode to compare")
 	flag.Parse()
 
-	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, Logf: log.Printf,
+	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, ResetMode: *resetMode, Logf: log.Printf,
 		Envserver: *envserver, BaselineEnvserver: *baseline}
 	if *verbose {
 		opts.ServerLogf = log.Printf

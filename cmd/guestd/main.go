@@ -133,6 +133,16 @@ func run() error {
 				return nil
 			}
 			return []int{sess.XPid()}
+		}, Keep: func() []int {
+			if sess == nil {
+				return nil
+			}
+			return sess.KeepPids()
+		}, KeepFiles: func() []string {
+			if sess == nil {
+				return nil
+			}
+			return sess.Files()
 		}, Logf: log.Printf})
 	if err != nil {
 		return err

@@ -220,6 +220,10 @@ type PoolSpec struct {
 	MaxSandboxes int    `msgpack:"max_sandboxes" json:"max_sandboxes"`
 	SnapshotKind string `msgpack:"snapshot_kind" json:"snapshot_kind"`
 	Fork         bool   `msgpack:"fork" json:"fork"`
+	// ResetMode is how a finished episode's sandbox is reused: "inplace"
+	// (reset in place to its task's checkpoint and kept warm) or "reboot"
+	// (retired; a replica boots). docs/architecture.md, "Reset in place".
+	ResetMode string `msgpack:"reset_mode" json:"reset_mode"`
 	// Checkpoint says POST /v1/checkpoint is served (the provider can
 	// snapshot and restore).
 	Checkpoint bool   `msgpack:"checkpoint" json:"checkpoint"`

@@ -94,6 +94,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
 		LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
+		ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
 		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
 	})
 	if err != nil {

@@ -140,6 +140,15 @@ func (c *Client) Score(ctx context.Context, args wire.ScoreArgs) (*wire.ScoreRes
 	return &r, nil
 }
 
+// Reset runs one phase of an in-place reset (see wire.ResetArgs).
+func (c *Client) Reset(ctx context.Context, args wire.ResetArgs) (*wire.ResetResult, error) {
+	var r wire.ResetResult
+	if err := c.call(ctx, wire.MethodReset, args, &r, nil); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // ExecStream runs a command and hands its output to onChunk, in order, as it
 // arrives; the result carries the exit status only. onChunk runs on the
 // connection's reader and must return quickly.

@@ -60,6 +60,7 @@ const (
 	MethodPutFile     = "put_file"
 	MethodHealth      = "health"
 	MethodScore       = "score"
+	MethodReset       = "reset"
 )
 
 // Message is one frame's content.
@@ -324,6 +325,34 @@ type ScoreArgs struct {
 	Shell     string   `msgpack:"shell,omitempty"`
 	Env       []string `msgpack:"env,omitempty"` // KEY=VALUE, added to the scoring env
 	TimeoutMS int      `msgpack:"timeout_ms,omitempty"`
+}
+
+// Reset phases (docs/architecture.md, "Sandbox lifecycle and reset in
+// place"): quiesce ends every process of the episode and resets the X
+// server's state; the host then restores the sandbox's files; relaunch
+// starts the recorded apps again; settle waits until the screen is still.
+const (
+	ResetQuiesce  = "quiesce"
+	ResetRelaunch = "relaunch"
+	ResetSettle   = "settle"
+)
+
+// ResetArgs is one phase of an in-place reset.
+type ResetArgs struct {
+	Phase  string      `msgpack:"phase"`
+	Settle *aci.Settle `msgpack:"settle,omitempty"` // settle: the bounds (damage within the last quiet_ms counts)
+}
+
+// ResetResult reports what a reset phase did.
+type ResetResult struct {
+	Killed int `msgpack:"killed,omitempty"` // quiesce: processes of the episode ended
+	// Keep (quiesce) names the entries of the session's TMPDIR that belong
+	// to the live session (its bus directory, X sockets): a restore of the
+	// sandbox's /tmp must leave them in place.
+	Keep      []string        `msgpack:"keep,omitempty"`
+	Apps      int             `msgpack:"apps,omitempty"`   // relaunch: apps started again
+	Settle    *aci.SettleInfo `msgpack:"settle,omitempty"` // settle: how the screen settled
+	ElapsedUS int64           `msgpack:"elapsed_us"`
 }
 
 // ScoreResult is the verifier's run and what the freeze did.

@@ -47,6 +47,7 @@ func ProviderSuite(t *testing.T, newProvider func(t *testing.T) pool.Provider) {
 		{"SnapshotRestore", testSnapshotRestore},
 		{"ForkIsolated", testForkIsolated},
 		{"ForkRelaunchesApps", testForkRelaunchesApps},
+		{"ResetInPlace", testResetInPlace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

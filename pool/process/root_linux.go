@@ -21,6 +21,15 @@ var osDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/lib
 // embeds its task suite) would live.
 var hiddenOSDirs = []string{"/usr/local"}
 
+// sharedCaches are host caches bound read-only into every sandbox: derived
+// from files the sandbox sees anyway (the fonts under /usr/share/fonts), they
+// spare each desktop its own build of them. Without the system's fontconfig
+// cache every new sandbox's window manager and apps scan all fonts and write
+// a private cache into the agent's home, seconds of CPU per boot and a
+// writer racing an in-place reset's restore (docs/architecture.md, "Sandbox
+// lifecycle and reset in place").
+var sharedCaches = []string{"/var/cache/fontconfig"}
+
 // devNodes are the host device nodes a sandbox gets.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
@@ -107,6 +116,17 @@ func confine(cfg *initConfig) error {
 	}
 	if err := os.Symlink("/tmp", root+"/var/tmp"); err != nil {
 		return err
+	}
+	for _, d := range sharedCaches {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := os.MkdirAll(root+d, 0o755); err != nil {
+			return err
+		}
+		if err := bind(d, root+d, true); err != nil {
+			return err
+		}
 	}
 	if err := tmpfs(root+"/home", "mode=0755,size=1m", 0); err != nil {
 		return err

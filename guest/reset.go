@@ -1,0 +1,389 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"golang.org/x/sys/unix"
+)
+
+// resetTimeout bounds the sweep of one quiesce.
+const resetTimeout = 5 * time.Second
+
+// xInitial is the X server's state as guestd first found it (the desktop
+// just started): what an in-place reset returns the server to.
+type xInitial struct {
+	minKC     xproto.Keycode
+	per       byte
+	syms      []xproto.Keysym
+	modPer    byte
+	modCodes  []xproto.Keycode
+	rootProps map[xproto.Atom]bool
+	kbd       *xproto.GetKeyboardControlReply
+	ptr       *xproto.GetPointerControlReply
+	saver     *xproto.GetScreenSaverReply
+	fontPath  []xproto.Str
+}
+
+// captureInitial records the keyboard and modifier mappings, the root
+// window's properties, keyboard and pointer control, the screen saver and
+// the font path, once per display (on its first connection, which
+// the provider's readiness hello makes before any agent acts).
+func (x *xconn) captureInitial() error {
+	if x.d.initial != nil {
+		return nil
+	}
+	s := xproto.Setup(x.c)
+	n := byte(s.MaxKeycode - s.MinKeycode + 1)
+	km, err := xproto.GetKeyboardMapping(x.c, s.MinKeycode, n).Reply()
+	if err != nil {
+		return err
+	}
+	mm, err := xproto.GetModifierMapping(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	pl, err := xproto.ListProperties(x.c, x.root).Reply()
+	if err != nil {
+		return err
+	}
+	kbd, err := xproto.GetKeyboardControl(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	ptr, err := xproto.GetPointerControl(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	saver, err := xproto.GetScreenSaver(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	fp, err := xproto.GetFontPath(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	in := &xInitial{minKC: s.MinKeycode, per: km.KeysymsPerKeycode, syms: km.Keysyms,
+		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{},
+		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path}
+	for _, a := range pl.Atoms {
+		in.rootProps[a] = true
+	}
+	x.d.initial = in
+	return nil
+}
+
+// resetRootProps are root window properties that clients set to leave state
+// behind them (cut buffers, resources, wallpaper); a reset deletes those the
+// fresh desktop did not have.
+var resetRootProps = []string{"CUT_BUFFER0", "CUT_BUFFER1", "CUT_BUFFER2", "CUT_BUFFER3", "CUT_BUFFER4",
+	"CUT_BUFFER5", "CUT_BUFFER6", "CUT_BUFFER7", "RESOURCE_MANAGER", "SCREEN_RESOURCES",
+	"_XROOTPMAP_ID", "ESETROOT_PMAP_ID", "_XSETROOT_ID"}
+
+// resetX returns the X server to its initial state over guestd's own
+// connection: held keys and buttons released, the keyboard and modifier
+// mappings, keyboard and pointer control (auto-repeat, bell, acceleration),
+// the screen saver (reset to inactive) and the font path restored, the selections guestd owns given up, cut buffers and
+// wallpaper removed, the root redrawn with its default background, the
+// resources of departed clients freed, the pointer centred (where a fresh
+// X server puts it) and focus returned to the pointer root. The episode's
+// clients are gone already (quiesce kills them first), so their windows
+// and selections went with them.
+func (x *xconn) resetX() error {
+	in := x.d.initial
+	if in == nil {
+		return errors.New("reset: the initial X state was never recorded")
+	}
+	if km, err := xproto.QueryKeymap(x.c).Reply(); err == nil {
+		for i, b := range km.Keys {
+			for bit := 0; bit < 8; bit++ {
+				if b&(1<<bit) != 0 {
+					xtest.FakeInput(x.c, xproto.KeyRelease, byte(i*8+bit), 0, x.root, 0, 0, 0)
+				}
+			}
+		}
+	}
+	if qp, err := xproto.QueryPointer(x.c, x.root).Reply(); err == nil {
+		for b := byte(1); b <= 5; b++ {
+			if qp.Mask&(uint16(xproto.ButtonMask1)<<(b-1)) != 0 {
+				xtest.FakeInput(x.c, xproto.ButtonRelease, b, 0, x.root, 0, 0, 0)
+			}
+		}
+	}
+	// Only the keycodes that changed are mapped back, one by one as typing
+	// borrows them: a whole-map change makes the server rebuild its XKB
+	// keymap, which clients then see differently from a fresh server's.
+	count := byte(len(in.syms) / int(in.per))
+	cur, err := xproto.GetKeyboardMapping(x.c, in.minKC, count).Reply()
+	if err != nil {
+		return fmt.Errorf("reset: keyboard mapping: %w", err)
+	}
+	per := int(in.per)
+	for i := 0; i < int(count); i++ {
+		want := in.syms[i*per : (i+1)*per]
+		if cur.KeysymsPerKeycode == in.per && slices.Equal(cur.Keysyms[i*per:(i+1)*per], want) {
+			continue
+		}
+		if err := xproto.ChangeKeyboardMappingChecked(x.c, 1, in.minKC+xproto.Keycode(i), in.per, want).Check(); err != nil {
+			return fmt.Errorf("reset: keyboard mapping: %w", err)
+		}
+	}
+	x.keys = nil // re-read on next use
+	// The modifier mapping may be refused (Busy) while a modifier is down;
+	// the releases above came first.
+	if r, err := xproto.SetModifierMapping(x.c, in.modPer, in.modCodes).Reply(); err != nil || r.Status != xproto.MappingStatusSuccess {
+		return fmt.Errorf("reset: modifier mapping: %v (status %v)", err, r)
+	}
+	x.owned.Store(false)
+	x.d.clipMu.Lock()
+	x.d.clipText = ""
+	x.d.clipMu.Unlock()
+	for _, name := range []string{"CLIPBOARD", "PRIMARY", "SECONDARY"} {
+		a, err := x.atom(name)
+		if err != nil {
+			return err
+		}
+		if r, err := xproto.GetSelectionOwner(x.c, a).Reply(); err == nil && r.Owner == x.clipWin {
+			xproto.SetSelectionOwner(x.c, 0, a, xproto.TimeCurrentTime)
+		}
+	}
+	for _, name := range resetRootProps {
+		a, err := x.atom(name)
+		if err != nil {
+			return err
+		}
+		if !in.rootProps[a] {
+			xproto.DeleteProperty(x.c, x.root, a)
+		}
+	}
+	k := in.kbd
+	xproto.ChangeKeyboardControl(x.c, xproto.KbKeyClickPercent|xproto.KbBellPercent|xproto.KbBellPitch|xproto.KbBellDuration|xproto.KbAutoRepeatMode,
+		[]uint32{uint32(k.KeyClickPercent), uint32(k.BellPercent), uint32(k.BellPitch), uint32(k.BellDuration), uint32(k.GlobalAutoRepeat)})
+	xproto.ChangePointerControl(x.c, int16(in.ptr.AccelerationNumerator), int16(in.ptr.AccelerationDenominator), int16(in.ptr.Threshold), true, true)
+	xproto.SetScreenSaver(x.c, int16(in.saver.Timeout), int16(in.saver.Interval), in.saver.PreferBlanking, in.saver.AllowExposures)
+	xproto.ForceScreenSaver(x.c, xproto.ScreenSaverReset)
+	xproto.SetFontPath(x.c, uint16(len(in.fontPath)), in.fontPath)
+	xproto.KillClient(x.c, uint32(xproto.KillAllTemporary))
+	xproto.ChangeWindowAttributes(x.c, x.root, xproto.CwBackPixmap, []uint32{xproto.BackPixmapNone})
+	xproto.ClearArea(x.c, false, x.root, 0, 0, 0, 0)
+	xproto.WarpPointer(x.c, 0, x.root, 0, 0, 0, 0, int16(x.w/2), int16(x.h/2))
+	xproto.SetInputFocus(x.c, xproto.InputFocusPointerRoot, xproto.InputFocusPointerRoot, xproto.TimeCurrentTime)
+	return x.sync()
+}
+
+// reset is the reset method (docs/architecture.md, "Reset in place").
+func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult, error) {
+	t0 := time.Now()
+	switch a.Phase {
+	case wire.ResetQuiesce:
+		res, err := s.quiesce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.ElapsedUS = time.Since(t0).Microseconds()
+		return res, nil
+	case wire.ResetRelaunch:
+		n, err := s.relaunch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.ResetResult{Apps: n, ElapsedUS: time.Since(t0).Microseconds()}, nil
+	case wire.ResetSettle:
+		if a.Settle == nil {
+			return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase settle needs settle bounds")
+		}
+		if err := a.Settle.Validate(); err != nil {
+			return nil, err
+		}
+		m, err := s.x.mark(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Not after input: damage within the last quiet_ms counts, so a
+		// still screen is settled at once and a drawing one once quiet.
+		info, err := s.x.settle(ctx, m, *a.Settle, false)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.ResetResult{Settle: info, ElapsedUS: time.Since(t0).Microseconds()}, nil
+	default:
+		return nil, aci.Errorf(aci.CodeBadRequest, "reset: phase %q; want %q, %q or %q", a.Phase, wire.ResetQuiesce, wire.ResetRelaunch, wire.ResetSettle)
+	}
+}
+
+// quiesce ends every process of the episode (everything but guestd, the X
+// server and the session processes Config.Keep names), lets the agent start
+// processes again, and resets the X server's state. The agent's freezer
+// cgroup (frozen by a score) is thawed after the kill is sent: a frozen
+// process cannot die, and a thawed one with SIGKILL pending runs no code.
+func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
+	s.score.Lock()
+	defer s.score.Unlock()
+	keep := s.exempt()
+	if s.cfg.Keep != nil {
+		for _, p := range s.cfg.Keep() {
+			keep[p] = true
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	s.procs.killAll()
+	n := killSweep(keep)
+	if err := s.cfg.AgentCgroups.Thaw(); err != nil {
+		return nil, err
+	}
+	for {
+		k := killSweep(keep)
+		n += k
+		if k == 0 {
+			break
+		}
+		if sctx.Err() != nil {
+			return nil, aci.Errorf(aci.CodeTimeout, "reset: processes kept appearing for %v", resetTimeout)
+		}
+	}
+	if err := awaitGone(sctx, keep); err != nil {
+		return nil, err
+	}
+	// The score's SIGSTOP sweep stopped the kept session processes too.
+	for p := range keep {
+		if p != os.Getpid() {
+			unix.Kill(p, unix.SIGCONT)
+		}
+	}
+	s.apps.mu.Lock()
+	s.apps.list = nil
+	s.apps.mu.Unlock()
+	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX() }); err != nil {
+		return nil, err
+	}
+	if err := s.awaitNoClients(sctx); err != nil {
+		return nil, err
+	}
+	res := &wire.ResetResult{Killed: n}
+	if s.cfg.KeepFiles != nil {
+		res.Keep = s.cfg.KeepFiles()
+	}
+	return res, nil
+}
+
+// relaunch starts the apps recorded in the state directory (restored by the
+// host from the checkpoint) and waits, as launch_app does, for each one's
+// window.
+func (s *Server) relaunch(ctx context.Context) (int, error) {
+	apps, err := ReadApps(s.cfg.StateDir)
+	if err != nil {
+		return 0, err
+	}
+	s.apps.mu.Lock()
+	s.apps.list = apps
+	s.apps.mu.Unlock()
+	for _, a := range apps {
+		pid, exited, err := s.startApp(a.App, a.Args)
+		if err != nil {
+			return 0, fmt.Errorf("reset: relaunch %s: %w", a.App, err)
+		}
+		var res wire.ActResult
+		if err := s.awaitAppWindow(ctx, pid, exited, &res); err != nil {
+			return 0, err
+		}
+	}
+	return len(apps), nil
+}
+
+// killSweep SIGKILLs every process that may belong to the episode and is
+// not kept: as PID 1 every process of the namespace, elsewhere guestd's own
+// descendants. It returns how many it signalled.
+func killSweep(keep map[int]bool) int {
+	self := os.Getpid()
+	procs := listProcs()
+	var parent map[int]int
+	if self != 1 {
+		parent = make(map[int]int, len(procs))
+		for _, p := range procs {
+			parent[p.pid] = p.ppid
+		}
+	}
+	n := 0
+	for _, p := range procs {
+		if keep[p.pid] || p.state == 'Z' || p.state == 'X' {
+			continue
+		}
+		if self != 1 && !descends(p.pid, self, parent) {
+			continue
+		}
+		if unix.Kill(p.pid, unix.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitGone waits until no process but the kept ones (and zombies the
+// reaper is about to collect) is left.
+func awaitGone(ctx context.Context, keep map[int]bool) error {
+	self := os.Getpid()
+	for {
+		procs := listProcs()
+		var parent map[int]int
+		if self != 1 {
+			parent = make(map[int]int, len(procs))
+			for _, p := range procs {
+				parent[p.pid] = p.ppid
+			}
+		}
+		left := 0
+		for _, p := range procs {
+			if keep[p.pid] || p.state == 'Z' || p.state == 'X' || (self != 1 && !descends(p.pid, self, parent)) {
+				continue
+			}
+			left = p.pid
+			break
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return aci.Errorf(aci.CodeTimeout, "reset: pid %d did not end", left)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// awaitNoClients waits until the window manager has let go of every window
+// of the ended episode (its client list is empty): an app relaunched while
+// the window manager still catches up is placed and sized differently from
+// one on a fresh desktop. It wakes on window-list changes.
+func (s *Server) awaitNoClients(ctx context.Context) error {
+	for {
+		var wake <-chan struct{}
+		left := 0
+		err := s.x.run(ctx, 0, func(x *xconn) error {
+			wake = x.windowsChan()
+			ids, _ := x.clientList()
+			left = len(ids)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return aci.Errorf(aci.CodeTimeout, "reset: the window manager still manages %d window(s) of the episode", left)
+		}
+	}
+}

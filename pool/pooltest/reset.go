@@ -1,0 +1,177 @@
+package pooltest
+
+import (
+	"context"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// stateScript prints what an agent can see of a sandbox's state: every
+// file under its home, workspace and /tmp with its type, mode and content
+// hash (the live session's own files left out: X sockets and locks, its
+// buses' directories, guestd's logs; each sandbox has its own), then the command names of its
+// processes but the probe's own.
+const stateScript = `cd / && n=${DISPLAY#:} && for d in "$HOME" /workspace /tmp; do
+  [ -d "$d" ] || continue
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -printf '%y %m %p\n' | sort
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
+done
+echo PROCS
+for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; cat "$p/comm" 2>/dev/null; done | grep -vx -e sh -e find -e sort -e xargs -e md5sum -e cat -e grep | sort`
+
+// sandboxState is stateScript's output, the windows (title and class,
+// sorted) and the clipboard.
+func sandboxState(t *testing.T, c *client.Client) (files, procs, windows, clip string) {
+	t.Helper()
+	out := MustSh(t, c, stateScript)
+	files, procs, _ = strings.Cut(out, "PROCS")
+	ws, err := c.ListWindows(ctxT(t))
+	if err != nil {
+		t.Fatalf("list_windows: %v", err)
+	}
+	var names []string
+	for _, w := range ws.Windows {
+		names = append(names, w.Title+"|"+w.Class)
+	}
+	sort.Strings(names)
+	r, err := c.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.ClipboardGet}})
+	if err != nil {
+		t.Fatalf("clipboard_get: %v", err)
+	}
+	return files, strings.TrimSpace(procs), strings.Join(names, "\n"), r.Clipboard
+}
+
+// settledHash is the hash of a settled capture, as the first observation
+// of an episode is taken.
+func settledHash(t *testing.T, c *client.Client) string {
+	t.Helper()
+	s, err := c.Screenshot(ctxT(t), wire.ObserveArgs{AfterInput: true,
+		Observe: aci.Observe{Format: aci.FormatRaw, Settle: &aci.Settle{FirstMS: 200, QuietMS: 500, MaxMS: 8000}}})
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	return s.Hash
+}
+
+// awaitWindow waits until a window titled title is listed.
+func awaitWindow(t *testing.T, c *client.Client, title string) {
+	t.Helper()
+	Eventually(t, 20*time.Second, "window "+title, func() bool {
+		ws, err := c.ListWindows(ctxT(t))
+		if err != nil {
+			return false
+		}
+		for _, w := range ws.Windows {
+			if w.Title == title {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// testResetInPlace: a sandbox reset in place after an episode that wrote,
+// modified and deleted files in its home and /tmp, left processes running
+// (some stopped by a score's freeze), launched a window, took the
+// clipboard, borrowed keycodes and moved the pointer is indistinguishable
+// from a fresh replica of the same snapshot: files, processes, windows,
+// clipboard and the pixels of the first settled frame.
+func testResetInPlace(t *testing.T, p pool.Provider) {
+	r, ok := p.(pool.Resetter)
+	if !ok {
+		t.Skipf("provider %s does not reset in place", p.Capabilities().Provider)
+	}
+	if _, err := exec.LookPath("xterm"); err != nil && p.Capabilities().Provider == "process" {
+		t.Skip("xterm not installed")
+	}
+	s := p.(pool.Snapshotter)
+	sb := Create(t, p)
+	c := Dial(t, sb)
+	MustSh(t, c, `echo keep > "$HOME/kept.txt" && echo gone > "$HOME/deleted.txt" && mkdir -p "$HOME/d" /tmp/t && echo tmp > /tmp/t/f`)
+	if _, err := c.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.LaunchApp, App: "xterm", Args: []string{"-title", "golden"}}}); err != nil {
+		t.Fatalf("launch_app xterm: %v", err)
+	}
+	snap, err := s.Snapshot(ctxT(t), sb.ID)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	t.Cleanup(func() { _ = s.DeleteSnapshot(context.Background(), snap) })
+
+	restore := func() (*pool.Sandbox, *client.Client) {
+		sb, err := s.Restore(ctxT(t), snap, pool.Spec{})
+		if err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+		own(t, p, sb)
+		c := Dial(t, sb)
+		awaitWindow(t, c, "golden")
+		return sb, c
+	}
+	_, fc := restore()
+	wantHash := settledHash(t, fc)
+	wantFiles, wantProcs, wantWindows, wantClip := sandboxState(t, fc)
+
+	esb, ec := restore()
+	// The episode.
+	MustSh(t, ec, `touch /tmp/.X999-lock; echo changed > "$HOME/kept.txt" && rm "$HOME/deleted.txt" && echo new > "$HOME/d/new.txt" && rm -r /tmp/t && echo x > /tmp/agent.txt && mkdir -p /workspace/w && echo w > /workspace/w/f
+		(setsid sleep 1000 </dev/null >/dev/null 2>&1 &) ; (sleep 999 </dev/null >/dev/null 2>&1 &)`)
+	for _, a := range []aci.Action{
+		{Verb: aci.LaunchApp, App: "xterm", Args: []string{"-title", "episode"}},
+		{Verb: aci.ClipboardSet, Text: "secret"},
+		{Verb: aci.TypeText, Text: "ẞ€"}, // borrows spare keycodes
+		{Verb: aci.Move, Target: aci.Norm(0.1, 0.9)},
+		{Verb: aci.MouseDown},
+	} {
+		if _, err := ec.Act(ctxT(t), wire.ActArgs{Action: a}); err != nil {
+			t.Fatalf("episode %s: %v", a.Verb, err)
+		}
+	}
+	// The episode ends with a score: the agent's processes are frozen.
+	if _, err := ec.Score(ctxT(t), wire.ScoreArgs{Shell: "true"}); err != nil {
+		t.Fatalf("score: %v", err)
+	}
+	if err := r.ResetInPlace(ctxT(t), esb.ID, snap, ec); err != nil {
+		t.Fatalf("ResetInPlace: %v", err)
+	}
+	if h, err := ec.Health(ctxT(t)); err != nil || !h.X || !h.WM {
+		t.Fatalf("health after reset = %+v, %v; want x and wm up", h, err)
+	}
+	awaitWindow(t, ec, "golden")
+	if got := settledHash(t, ec); got != wantHash {
+		t.Errorf("first settled frame after reset %s; a fresh replica's is %s", got, wantHash)
+	}
+	files, procs, windows, clip := sandboxState(t, ec)
+	if files != wantFiles {
+		t.Errorf("files after reset:\n%s\nfresh replica:\n%s", files, wantFiles)
+	}
+	if procs != wantProcs {
+		t.Errorf("processes after reset:\n%s\nfresh replica:\n%s", procs, wantProcs)
+	}
+	if windows != wantWindows {
+		t.Errorf("windows after reset:\n%s\nfresh replica:\n%s", windows, wantWindows)
+	}
+	if clip != wantClip {
+		t.Errorf("clipboard after reset %q; fresh replica %q", clip, wantClip)
+	}
+	// Reset again, with nothing changed: still the same.
+	if err := r.ResetInPlace(ctxT(t), esb.ID, snap, ec); err != nil {
+		t.Fatalf("second ResetInPlace: %v", err)
+	}
+	awaitWindow(t, ec, "golden")
+	if got := settledHash(t, ec); got != wantHash {
+		t.Errorf("first settled frame after a second reset %s; want %s", got, wantHash)
+	}
+	// Typing still works with the restored keyboard mapping.
+	MustSh(t, ec, `true`)
+	if _, err := ec.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.TypeText, Text: "ok€"}}); err != nil {
+		t.Fatalf("type_text after reset: %v", err)
+	}
+}

@@ -1,0 +1,253 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/pool"
+	"github.com/shinken-rl/shinken/pool/internal/safecopy"
+)
+
+var _ pool.Resetter = (*Provider)(nil)
+
+// ResetInPlace implements pool.Resetter (docs/architecture.md, "Reset in
+// place"): guestd ends every process of the episode and resets the X
+// server (quiesce); the sandbox's home, workspace and /tmp are then
+// emptied and refilled from the snapshot, leaving only the live session's
+// own files (X sockets and locks, its buses' directory, guestd's logs);
+// guestd relaunches the apps the snapshot records. The sandbox keeps its
+// display, uid, cgroups and namespaces.
+func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.Client) error {
+	p.mu.Lock()
+	b := p.boxes[id]
+	dir, ok := p.snaps[snap]
+	p.mu.Unlock()
+	if b == nil {
+		return notFound("sandbox", id)
+	}
+	if !ok {
+		return notFound("snapshot", snap)
+	}
+	select {
+	case <-b.dead:
+		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died", id)
+	default:
+	}
+	q, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetQuiesce})
+	if err != nil {
+		return fmt.Errorf("process: reset %s: quiesce: %w", id, err)
+	}
+	keep := map[string]bool{}
+	for _, f := range q.Keep {
+		if rel, ok := p.tmpRel(b, f); ok {
+			keep[rel] = true
+		}
+	}
+	for _, d := range writableDirs {
+		skip := keepSession(d, keep, b.display)
+		if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(b.dir, d), b.uidOr(-1), b.uidOr(-1), skip); err != nil {
+			return fmt.Errorf("process: reset %s: restore %s: %w", id, d, err)
+		}
+	}
+	if _, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetRelaunch}); err != nil {
+		return fmt.Errorf("process: reset %s: relaunch: %w", id, err)
+	}
+	return nil
+}
+
+// uidOr is the box's agent uid, or def without one.
+func (b *box) uidOr(def int) int {
+	if b.uid == 0 {
+		return def
+	}
+	return b.uid
+}
+
+// tmpRel maps a path inside the sandbox under its /tmp to a path relative
+// to the sandbox's tmp directory.
+func (p *Provider) tmpRel(b *box, path string) (string, bool) {
+	tmp := "/tmp"
+	if !p.confined {
+		tmp = filepath.Join(b.dir, "tmp")
+	}
+	rel, err := filepath.Rel(tmp, filepath.Clean(path))
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return rel, true
+}
+
+// keepSession is the set of entries of writable dir d (relative paths)
+// that belong to the live session, not to the episode: the X server's
+// socket and lock for display, the session's bus directory (tmp), and the
+// logs guestd's X server and window manager still append to
+// (home/.shinken). Such an entry is neither removed nor overwritten by a
+// restore; everything else the episode left, X-looking or not, goes.
+func keepSession(d string, tmpKeep map[string]bool, display int) func(rel string, isDir bool) (keep, descend bool) {
+	sock, lock := fmt.Sprintf(".X11-unix/X%d", display), fmt.Sprintf(".X%d-lock", display)
+	return func(rel string, isDir bool) (bool, bool) {
+		switch d {
+		case "tmp":
+			switch {
+			case rel == ".X11-unix" && isDir:
+				return false, true
+			case rel == sock || rel == lock:
+				return true, false
+			}
+			return tmpKeep[rel], false
+		case "home":
+			if rel == ".shinken" && isDir {
+				return false, true
+			}
+			if dir, name := filepath.Split(rel); dir == ".shinken/" && strings.HasSuffix(name, ".log") {
+				return true, false
+			}
+		}
+		return false, false
+	}
+}
+
+// restoreTree makes dst (a live directory, mounted into the sandbox, so it
+// is emptied rather than replaced) a copy of src: every entry of dst that
+// keep does not name is removed, then src is copied in, skipping what keep
+// names. Nothing of the sandbox runs meanwhile (quiesce ended it).
+func restoreTree(ctx context.Context, src, dst string, uid, gid int, keep func(rel string, isDir bool) (bool, bool)) error {
+	if err := emptyExcept(dst, "", keep); err != nil {
+		return err
+	}
+	return copyInto(ctx, src, dst, uid, gid, func(rel string, isDir bool) bool {
+		k, _ := keep(rel, isDir)
+		return k
+	})
+}
+
+// removeAll is os.RemoveAll tried a few times: a kept session process (the
+// window manager writing a cache) may create an entry in a directory while
+// it is being removed.
+func removeAll(path string) error {
+	var err error
+	for range 5 {
+		if err = os.RemoveAll(path); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// emptyExcept removes every entry under dir/rel that keep neither keeps nor
+// descends into. Entries are read without following symlinks.
+func emptyExcept(dir, rel string, keep func(rel string, isDir bool) (bool, bool)) error {
+	ents, err := os.ReadDir(filepath.Join(dir, rel))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		r := filepath.Join(rel, e.Name())
+		k, descend := keep(r, e.IsDir())
+		switch {
+		case k:
+		case descend && e.IsDir():
+			if err := emptyExcept(dir, r, keep); err != nil {
+				return err
+			}
+		default:
+			if err := removeAll(filepath.Join(dir, r)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyInto copies src (a snapshot the provider wrote: trusted) into dst, a
+// live directory a restore has just emptied of all but the session's own
+// entries (restoreTree), leaving out the entries skip names (by path
+// relative to src; a skipped directory is left out whole). Unlike
+// safecopy's walk it writes into a directory that exists and may hold kept
+// entries; what it reads is the server's own, so a plain walk is safe.
+func copyInto(ctx context.Context, src, dst string, uid, gid int, skip func(rel string, isDir bool) bool) error {
+	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != src {
+				return nil // vanished while copying a live sandbox
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rel, _ := filepath.Rel(src, path)
+		if rel != "." && (safecopy.XLeftover(e.Name()) || (skip != nil && skip(rel, e.IsDir()))) {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		to := filepath.Join(dst, rel)
+		info, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		switch {
+		case e.IsDir():
+			if err := os.Mkdir(to, info.Mode().Perm()|0o700); err != nil && !os.IsExist(err) {
+				return err
+			}
+			if err := os.Chmod(to, info.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
+				return err
+			}
+		case e.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, to); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			if err := copyFile(path, to, info.Mode().Perm()); err != nil {
+				return err
+			}
+		default:
+			return nil // sockets, fifos, devices
+		}
+		return chown(to, uid, gid)
+	})
+}
+
+// copyFile copies one regular file of a snapshot into a restored tree.
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if errors.Is(err, fs.ErrExist) {
+		// Restoring a live sandbox: a kept session process wrote it since
+		// the directory was emptied; the snapshot's copy wins.
+		if err = os.RemoveAll(dst); err == nil {
+			out, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

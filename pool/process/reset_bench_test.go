@@ -1,0 +1,170 @@
+package process
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/client"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// BenchmarkReset compares the two ways a sandbox gets back to a task's
+// checkpoint (a snapshot of a desktop with an xterm, like xterm-hello-file's
+// golden): in place (ResetInPlace of a sandbox after an episode) and by a
+// boot (Restore of a new sandbox, and Destroy of the old one). Each
+// iteration ends with the relaunched xterm's window mapped. It reports
+// milliseconds per reset and the CPU seconds the whole process tree spent
+// (this process and every sandbox, reaped or not).
+//
+//	go test ./pool/process -run '^$' -bench Reset -benchtime 10x
+func BenchmarkReset(b *testing.B) {
+	if _, err := exec.LookPath("xterm"); err != nil {
+		b.Skip("xterm not installed")
+	}
+	p := newTestProvider(b, Options{})
+	ctx := context.Background()
+	sb, err := p.Create(ctx, pool.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := client.Dial(ctx, sb.GuestNetwork, sb.GuestAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Act(ctx, wire.ActArgs{Action: aci.Action{Verb: aci.LaunchApp, App: "xterm", Args: []string{"-title", "golden"}}}); err != nil {
+		b.Fatal(err)
+	}
+	snap, err := p.Snapshot(ctx, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	awaitXterm := func(c *client.Client) {
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if ws, err := c.ListWindows(ctx); err == nil {
+				for _, w := range ws.Windows {
+					if w.Title == "golden" {
+						return
+					}
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.Fatal("xterm never mapped")
+	}
+	episode := func(c *client.Client) {
+		if _, err := c.Exec(ctx, wire.ExecArgs{Shell: `echo dirty > "$HOME/dirty" && (setsid sleep 600 </dev/null >/dev/null 2>&1 &)`}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("inplace", func(b *testing.B) {
+		cpu0 := treeCPU()
+		for b.Loop() {
+			episode(c)
+			if err := p.ResetInPlace(ctx, sb.ID, snap, c); err != nil {
+				b.Fatal(err)
+			}
+			awaitXterm(c)
+		}
+		b.ReportMetric((treeCPU()-cpu0)/float64(b.N), "cpu-s/op")
+	})
+	b.Run("reboot", func(b *testing.B) {
+		cur, cc := sb, c
+		cpu0 := treeCPU()
+		for b.Loop() {
+			episode(cc)
+			nsb, err := p.Restore(ctx, snap, pool.Spec{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if cc != c {
+				cc.Close()
+			}
+			if cur != sb {
+				p.Destroy(ctx, cur.ID)
+			}
+			cur = nsb
+			if cc, err = client.Dial(ctx, nsb.GuestNetwork, nsb.GuestAddr); err != nil {
+				b.Fatal(err)
+			}
+			awaitXterm(cc)
+		}
+		b.ReportMetric((treeCPU()-cpu0)/float64(b.N), "cpu-s/op")
+	})
+	b.Run("files", func(b *testing.B) {
+		// The restore step alone (last: it keeps no bus directory): home, workspace and /tmp emptied and
+		// refilled from the snapshot.
+		p.mu.Lock()
+		bx, dir := p.boxes[sb.ID], p.snaps[snap]
+		p.mu.Unlock()
+		for b.Loop() {
+			for _, d := range writableDirs {
+				if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(bx.dir, d), bx.uidOr(-1), bx.uidOr(-1), keepSession(d, nil, bx.display)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		var bytes int64
+		filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				bytes += fi.Size()
+			}
+			return nil
+		})
+		b.ReportMetric(float64(bytes)/1024, "snapshot-KiB")
+	})
+}
+
+// treeCPU is the CPU seconds of this process and all its live descendants,
+// each with its reaped children's.
+func treeCPU() float64 {
+	type st struct {
+		ppid int
+		cpu  float64
+	}
+	procs := map[int]st{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks float64
+		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			v, _ := strconv.ParseFloat(f[i], 64)
+			ticks += v
+		}
+		procs[pid] = st{ppid, ticks / 100} // USER_HZ
+	}
+	self := os.Getpid()
+	total := 0.0
+	for pid, p := range procs {
+		for a, i := pid, 0; i < 64 && a > 1; i++ {
+			if a == self {
+				total += p.cpu
+				break
+			}
+			a = procs[a].ppid
+		}
+	}
+	return total
+}
