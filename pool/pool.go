@@ -85,9 +85,9 @@ type Stats struct {
 	// LimitDeaths counts the sandboxes killed at a limit, by reason
 	// (LimitReasons), whether the pool saw the death or the holder released
 	// the lease first.
-	LimitDeaths map[string]uint64
-	Resetting                                int    // in-place resets in flight
-	Resets, ResetFailures                    uint64 // in-place resets done, and failed (the sandbox was retired)
+	LimitDeaths           map[string]uint64
+	Resetting             int    // in-place resets in flight
+	Resets, ResetFailures uint64 // in-place resets done, and failed (the sandbox was retired)
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.

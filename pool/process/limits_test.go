@@ -25,15 +25,17 @@ import (
 // bomb is contained in its agent's leaf, the filler's writes fail (its
 // state is bounded) and the spinner is capped, all alive; after Close
 // nothing is left:
-// processes, mounts, cgroups, display locks.
+// processes, mounts, cgroups, display locks. SHINKEN_CHAOS_GOOD and
+// SHINKEN_CHAOS_STEPS scale it up (defaults 4 and 40; e.g. 12 and 1500 for
+// 16 sandboxes over minutes).
 func TestChaos(t *testing.T) {
 	p := newTestProvider(t, Options{StateBytes: 128 << 20})
 	if p.cgroups == nil {
 		t.Skip("no cgroups on this host")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	good, steps := envInt("SHINKEN_CHAOS_GOOD", 4), envInt("SHINKEN_CHAOS_STEPS", 40)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute+time.Duration(good*steps)*40*time.Millisecond)
 	defer cancel()
-	const good, steps = 4, 40
 	hostile := []struct{ name, script, reason string }{
 		{"memory hog", `python3 -c 'x = bytearray(900 << 20); x[::4096] = b"x" * len(x[::4096])'`, reasonOOM},
 		{"fork bomb", `f() { f | f & }; f`, ""},
@@ -257,4 +259,12 @@ func descendsFromUs(pid int) bool {
 		pid = pp
 	}
 	return false
+}
+
+// envInt is the positive integer in $name, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
