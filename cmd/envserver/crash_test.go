@@ -45,9 +45,22 @@ func binaries(t *testing.T) (envserver, guestd string) {
 
 // proc is a running envserver binary.
 type proc struct {
-	cmd *exec.Cmd
-	url string
-	log *syncBuf
+	cmd     *exec.Cmd
+	url     string
+	log     *syncBuf
+	exited  chan struct{} // closed once the process has exited (waitErr set)
+	waitErr error
+}
+
+// wait waits up to d for the process to exit and returns its Wait error;
+// ok is false when it is still running.
+func (p *proc) wait(d time.Duration) (err error, ok bool) {
+	select {
+	case <-p.exited:
+		return p.waitErr, true
+	case <-time.After(d):
+		return nil, false
+	}
 }
 
 // syncBuf is a buffer the server's output is copied into while tests read it.
@@ -82,10 +95,18 @@ func startServerPool(t *testing.T, bin, guestd, state string, pool int) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, log: log}
+	p := &proc{cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		// Stopped as an operator would (SIGTERM: its sandboxes, their
+		// cgroups and state mounts go with it); killed only when that
+		// hangs. A crashed server's leftovers are the next start's sweep.
+		cmd.Process.Signal(syscall.SIGTERM)
+		if _, ok := p.wait(2 * time.Minute); !ok {
+			t.Errorf("envserver still running 2 minutes after SIGTERM")
+			cmd.Process.Kill()
+			p.wait(time.Minute)
+		}
 		if t.Failed() {
 			t.Logf("envserver log:\n%s", log.String())
 		}
@@ -221,7 +242,7 @@ func TestKillNineMidBatch(t *testing.T) {
 	if err := s1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s1.cmd.Wait()
+	s1.wait(time.Minute)
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.ReadAll(conn); err != nil {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
@@ -275,14 +296,9 @@ func TestKillNineMidBatch(t *testing.T) {
 	}
 	// Graceful stop of the second server.
 	s2.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s2.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("envserver after SIGTERM: %v", err)
-		}
-	case <-time.After(90 * time.Second):
+	if err, ok := s2.wait(90 * time.Second); !ok {
 		t.Fatalf("envserver still running 90 s after SIGTERM")
+	} else if err != nil {
+		t.Errorf("envserver after SIGTERM: %v", err)
 	}
 }

@@ -20,15 +20,10 @@ import (
 // exit code.
 func waitExit(t *testing.T, p *proc, d time.Duration) int {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case <-done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(d):
+	if _, ok := p.wait(d); !ok {
 		t.Fatalf("envserver still running %v after the signal", d)
-		return -1
 	}
+	return p.cmd.ProcessState.ExitCode()
 }
 
 // TestSIGTERMGraceful: SIGTERM while a step is in flight lets the step
