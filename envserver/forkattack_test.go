@@ -82,8 +82,10 @@ touch ~/attacks-ready`, hostDir),
 			if err := syscall.Stat(filepath.Join(p.SandboxDir(sb), "home", "sparse"), &st); err != nil {
 				t.Fatal(err)
 			}
-			if st.Size != 100<<30 || st.Blocks*512 > 16<<20 {
-				t.Errorf("fork's sparse file on the host: size %d, %d bytes allocated; want 100 GB, holes kept", st.Size, st.Blocks*512)
+			// The sandbox's file-size limit (RLIMIT_FSIZE) may refuse the
+			// 100 GB length at truncate, as docker's does: contained too.
+			if (st.Size != 0 && st.Size != 100<<30) || st.Blocks*512 > 16<<20 {
+				t.Errorf("fork's sparse file on the host: size %d, %d bytes allocated; want 100 GB with holes kept (or refused at creation)", st.Size, st.Blocks*512)
 			}
 		}
 	}
