@@ -2,8 +2,11 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shinken-rl/shinken/aci"
 )
 
 // WaitReplicas blocks until key's golden has n warm replicas (n is capped
@@ -124,16 +127,29 @@ func (g *golden) takeIdle() *member {
 }
 
 // leaseAndSetup is the fallback without snapshots.
+//
+// A setup that timed out (an app whose window never mapped) is tried once
+// more on another sandbox while ctx has time: a stuck start is that
+// sandbox's, and must not fail a reset by chance. A second timeout, or any
+// other error, is the task's.
 func (p *Pool) leaseAndSetup(ctx context.Context, key string, setup func(ctx context.Context, l *Lease) error) (*Lease, error) {
-	l, err := p.Lease(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := setup(ctx, l); err != nil {
+	for attempt := 1; ; attempt++ {
+		l, err := p.Lease(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = setup(ctx, l)
+		if err == nil {
+			return l, nil
+		}
 		l.Release(ctx)
+		timedOut := aci.CodeOf(err) == aci.CodeTimeout || errors.Is(err, context.DeadlineExceeded)
+		if attempt == 1 && timedOut && ctx.Err() == nil {
+			p.cfg.Logf("pool: setup of %q timed out on sandbox %s (%v); once more on another", key, l.m.sb.ID, err)
+			continue
+		}
 		return nil, fmt.Errorf("pool: setup of %q: %w", key, err)
 	}
-	return l, nil
 }
 
 // buildGolden runs the first setup for g and snapshots the result.
