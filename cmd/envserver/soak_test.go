@@ -71,9 +71,12 @@ func TestSoak(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
-			env := ""
+			env, ended := "", false
 			for time.Now().Before(stop) {
-				if env == "" || rng.Intn(20) == 0 {
+				// An ended episode's env is reset in place, as a trainer
+				// does; now and then a live one is reset mid-episode.
+				if env == "" || ended || rng.Intn(20) == 0 {
+					ended = false
 					var r api.BatchReply
 					if err := post(s.url, "/v1/reset", api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: tasks[rng.Intn(len(tasks))]}}}, &r); err != nil {
 						note("reset_http_error")
@@ -113,7 +116,7 @@ func TestSoak(t *testing.T) {
 				case res.Info != nil && res.Info.SaveError != nil:
 					note("save_error")
 				case res.Terminated || res.Truncated:
-					env = ""
+					ended = true
 				}
 			}
 			if env != "" {

@@ -167,20 +167,32 @@ func rmdirCg(d string) error {
 // each of which means its reason when readable (a v1 OOM eventfd). Nothing
 // is polled on a timer.
 func watchFiles(cg sandboxCgroup, files []string, extra map[*os.File]string, hit func(string)) (func(), error) {
-	ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("inotify: %w", err)
-	}
-	for _, f := range files {
-		if _, err := unix.InotifyAddWatch(ifd, f, unix.IN_MODIFY); err != nil {
-			unix.Close(ifd)
-			return nil, fmt.Errorf("watch %s: %w", f, err)
-		}
-	}
-	in := os.NewFile(uintptr(ifd), "inotify")
-	srcs := map[*os.File]string{in: ""}
+	srcs := map[*os.File]string{}
 	for f, r := range extra {
 		srcs[f] = r
+	}
+	// An inotify instance only where there are files to watch (v2): the
+	// kernel allows a user few of them (fs.inotify.max_user_instances,
+	// often 128), far fewer than the sandboxes a host holds; v1 is told by
+	// its eventfds alone.
+	if len(files) > 0 {
+		ifd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			for f := range srcs {
+				f.Close()
+			}
+			return nil, fmt.Errorf("inotify: %w", err)
+		}
+		for _, f := range files {
+			if _, err := unix.InotifyAddWatch(ifd, f, unix.IN_MODIFY); err != nil {
+				unix.Close(ifd)
+				for f := range srcs {
+					f.Close()
+				}
+				return nil, fmt.Errorf("watch %s: %w", f, err)
+			}
+		}
+		srcs[os.NewFile(uintptr(ifd), "inotify")] = ""
 	}
 	var once sync.Once
 	fire := func(r string) {
