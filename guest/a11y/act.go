@@ -33,13 +33,35 @@ func (c *Client) lookup(ref string) (objRef, error) {
 // callErr types a failed call on an element: gone is stale, no answer is a
 // timeout, anything else the guest's.
 func callErr(ref, what string, err error) error {
+	var typed *aci.Error
 	switch {
+	case errors.As(err, &typed):
+		return err // already typed (no bus to connect to)
 	case gone(err):
 		return stale(ref, "is gone")
 	case errors.Is(err, errHung), errors.Is(err, context.DeadlineExceeded):
 		return aci.Errorf(aci.CodeTimeout, "a11y: %s on %s: the application did not answer", what, ref)
 	}
 	return aci.Errorf(aci.CodeInternal, "a11y: %s on %s: %v", what, ref, err)
+}
+
+// reads (on the worker) makes read-only calls on r over the bus
+// connection, and once more on a new connection when the bus dropped the
+// one it used meanwhile: a dropped connection says nothing of the element.
+// It returns the walker of the connection that answered.
+func (c *Client) reads(ctx context.Context, r objRef, calls []pending) (*walker, error) {
+	for attempt := 0; ; attempt++ {
+		conn, err := c.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w := &walker{conn: conn, caps: c.cfg.Caps}
+		err = w.calls(ctx, r, calls)
+		if err != nil && attempt == 0 && !conn.Connected() {
+			continue
+		}
+		return w, err
+	}
 }
 
 // Box resolves an element id to its current on-screen box: an element that
@@ -50,14 +72,9 @@ func (c *Client) Box(ctx context.Context, ref string) (aci.Rect, error) {
 		if err != nil {
 			return aci.Rect{}, err
 		}
-		conn, err := c.connect(ctx)
-		if err != nil {
-			return aci.Rect{}, err
-		}
-		w := &walker{conn: conn, caps: c.cfg.Caps}
 		var states []uint32
 		var ext extents
-		if err := w.calls(ctx, r, []pending{
+		if _, err := c.reads(ctx, r, []pending{
 			{method: ifAccessible + ".GetState", out: []any{&states}},
 			{method: ifComponent + ".GetExtents", args: []any{coordScreen}, out: []any{&ext}},
 		}); err != nil {
@@ -83,14 +100,10 @@ func (c *Client) Invoke(ctx context.Context, ref, name string) error {
 		if err != nil {
 			return struct{}{}, err
 		}
-		conn, err := c.connect(ctx)
-		if err != nil {
-			return struct{}{}, err
-		}
-		w := &walker{conn: conn, caps: c.cfg.Caps}
 		var acts [][]any
 		var ifaces []string
-		if err := w.calls(ctx, r, []pending{{method: ifAccessible + ".GetInterfaces", out: []any{&ifaces}}}); err != nil {
+		w, err := c.reads(ctx, r, []pending{{method: ifAccessible + ".GetInterfaces", out: []any{&ifaces}}})
+		if err != nil {
 			return struct{}{}, callErr(ref, "invoke_action", err)
 		}
 		if !hasIface(ifaces, ifAction) {
@@ -133,17 +146,13 @@ func (c *Client) SetValue(ctx context.Context, ref, text string) error {
 		if err != nil {
 			return struct{}{}, err
 		}
-		conn, err := c.connect(ctx)
-		if err != nil {
-			return struct{}{}, err
-		}
-		w := &walker{conn: conn, caps: c.cfg.Caps}
 		var ifaces []string
 		var states []uint32
-		if err := w.calls(ctx, r, []pending{
+		w, err := c.reads(ctx, r, []pending{
 			{method: ifAccessible + ".GetInterfaces", out: []any{&ifaces}},
 			{method: ifAccessible + ".GetState", out: []any{&states}},
-		}); err != nil {
+		})
+		if err != nil {
 			return struct{}{}, callErr(ref, "set_value", err)
 		}
 		switch {
