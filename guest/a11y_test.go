@@ -105,11 +105,37 @@ func launch(t testing.TB, d *desk, app string) int {
 	}
 	res := act(t, d, aci.Action{Verb: aci.LaunchApp, App: app})
 	if res.WindowID == 0 {
-		t.Fatalf("launch_app %s: no window", app)
+		// launch_app waits 10 s for the window; a first start on a loaded
+		// machine (font caches, the bus's first activation) can take longer.
+		res.WindowID = awaitWindow(t, d, res.PID, 60*time.Second)
 	}
 	act(t, d, aci.Action{Verb: aci.ActivateWindow, WindowID: res.WindowID})
 	settled(t, d, &aci.Settle{QuietMS: 300, MaxMS: 5000})
 	return res.PID
+}
+
+// awaitWindow waits for a top-level window of pid, checking the window
+// list as it changes.
+func awaitWindow(t testing.TB, d *desk, pid int, limit time.Duration) uint32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ws, err := d.cl.ListWindows(ctx); err == nil {
+			for _, w := range ws.Windows {
+				if w.PID == pid {
+					return w.ID
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("launch_app: no window of pid %d within %s", pid, limit)
+		case <-tick.C:
+		}
+	}
 }
 
 // actSettled acts and settles the screen afterwards, as the env does after

@@ -768,11 +768,8 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
 	}
-	thaw, err := freezeAgent(ctx, b.cg)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
-	}
+	thaw := freezeAgent(ctx, b.cg, p.opts.Logf)
+	var err error
 	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
 	for _, d := range writableDirs {
 		if err = c.Tree(b.dir, d, filepath.Join(dir, d)); err != nil {
