@@ -86,11 +86,11 @@ func startServer(t *testing.T, bin, guestd, state string) *proc {
 	return startServerPool(t, bin, guestd, state, 2)
 }
 
-func startServerPool(t *testing.T, bin, guestd, state string, pool int) *proc {
+func startServerPool(t *testing.T, bin, guestd, state string, pool int, args ...string) *proc {
 	t.Helper()
 	addr := filepath.Join(t.TempDir(), "addr")
 	log := &syncBuf{}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--pool", strconv.Itoa(pool), "--state", state, "--guestd", guestd, "--addr-file", addr)
+	cmd := exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--pool", strconv.Itoa(pool), "--state", state, "--guestd", guestd, "--addr-file", addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,9 @@ package main_test
 
 import (
 	"fmt"
+	"io"
 	"math/rand"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,7 +26,7 @@ import (
 // envs (default 16) driven by a random policy with resets and forks, one
 // sandbox killed from outside every SHINKEN_SOAK_KILL_EVERY (default 1m).
 // At the end the server is stopped with SIGTERM and restarted, and it
-// reports lost episodes (started but not readable, or not typed), leaked
+// reports lost episodes (started but not readable, or never ended), leaked
 // processes, mounts and display sockets, and the server's RSS at start and
 // end. It fails on any loss or leak.
 //
@@ -42,10 +44,44 @@ func TestSoak(t *testing.T) {
 	bin, guestd := binaries(t)
 	state := t.TempDir()
 	mountsBefore := countMounts(state)
-	s := startServerPool(t, bin, guestd, state, nenvs)
+	// Retention must keep every episode the soak starts, or the oldest
+	// would read as lost: a 30-minute soak starts ~15k.
+	cfg := filepath.Join(t.TempDir(), "soak.json")
+	if err := os.WriteFile(cfg, []byte(`{"max_episodes": 1000000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", cfg}
+	// SHINKEN_SOAK_PROFILE=<dir>: the server's heap profile is saved there
+	// a tenth in and at the end, for `go tool pprof -diff_base`.
+	profDir, pprofAddr := os.Getenv("SHINKEN_SOAK_PROFILE"), ""
+	if profDir != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pprofAddr = l.Addr().String()
+		l.Close()
+		args = append(args, "--pprof", pprofAddr)
+	}
+	heap := func(name string) {
+		if profDir == "" {
+			return
+		}
+		resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			t.Logf("heap profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(filepath.Join(profDir, name), b, 0o644); err != nil {
+			t.Logf("heap profile: %v", err)
+		}
+	}
+	s := startServerPool(t, bin, guestd, state, nenvs, args...)
 	// RSS "at start" is taken once the load has warmed up (a tenth in).
 	var rssStart int
-	warm := time.AfterFunc(dur/10, func() { rssStart = rss(s.cmd.Process.Pid) })
+	warm := time.AfterFunc(dur/10, func() { rssStart = rss(s.cmd.Process.Pid); heap("heap-start.pb.gz") })
 	defer warm.Stop()
 
 	var (
@@ -148,6 +184,7 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 	<-done
 	rssEnd := rss(s.cmd.Process.Pid)
+	heap("heap-end.pb.gz")
 	procs := descendants(s.cmd.Process.Pid)
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code := waitExit(t, s, 3*time.Minute); code != 0 {
@@ -162,7 +199,7 @@ func TestSoak(t *testing.T) {
 	// A stopped provider leaves no run behind: its sandboxes' dirs,
 	// display claims and snapshots go with it.
 	leftRuns, _ := filepath.Glob(filepath.Join(state, "sandboxes", "runs", "*"))
-	s2 := startServerPool(t, bin, guestd, state, 1)
+	s2 := startServerPool(t, bin, guestd, state, 1, "--config", cfg)
 	lost := 0
 	reasons := map[trajectory.ExitReason]int{}
 	for id := range episodes {
@@ -177,7 +214,11 @@ func TestSoak(t *testing.T) {
 			lost++
 			continue
 		}
-		reasons[tr.ExitReason]++
+		if tr.ExitReason == "" {
+			reasons["(abandoned: reset or closed mid-episode)"]++
+		} else {
+			reasons[tr.ExitReason]++
+		}
 	}
 	s2.cmd.Process.Signal(syscall.SIGTERM)
 	waitExit(t, s2, 3*time.Minute)

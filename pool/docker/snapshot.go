@@ -103,7 +103,7 @@ func (p *Provider) copyOut(ctx context.Context, b *box, dir string) error {
 		return fmt.Errorf("docker provider: container %.12s has no process: %w", id, pool.ErrSandboxDied)
 	}
 	root := fmt.Sprintf("/proc/%d/root", info.State.Pid)
-	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
+	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.SkipX}
 	for _, w := range writable {
 		if err := c.Tree(root, w[1], filepath.Join(dir, w[0])); err != nil {
 			return fmt.Errorf("docker provider: snapshot %.12s: %w", id, err)

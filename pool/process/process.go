@@ -770,7 +770,7 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 	}
 	thaw := freezeAgent(ctx, b.cg, p.opts.Logf)
 	var err error
-	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.XLeftover}
+	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.SkipX}
 	for _, d := range writableDirs {
 		if err = c.Tree(b.dir, d, filepath.Join(dir, d)); err != nil {
 			break

@@ -2,10 +2,7 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,10 +121,11 @@ func restoreTree(ctx context.Context, src, dst string, uid, gid int, keep func(r
 	if err := emptyExcept(dst, "", keep); err != nil {
 		return err
 	}
-	return copyInto(ctx, src, dst, uid, gid, func(rel string, isDir bool) bool {
+	c := &safecopy.Copy{Ctx: ctx, UID: uid, GID: gid, Skip: func(rel string, isDir bool) bool {
 		k, _ := keep(rel, isDir)
-		return k
-	})
+		return k || safecopy.XLeftover(filepath.Base(rel))
+	}}
+	return c.Into(src, dst)
 }
 
 // removeAll is os.RemoveAll tried a few times: a kept session process (the
@@ -166,88 +164,4 @@ func emptyExcept(dir, rel string, keep func(rel string, isDir bool) (bool, bool)
 		}
 	}
 	return nil
-}
-
-// copyInto copies src (a snapshot the provider wrote: trusted) into dst, a
-// live directory a restore has just emptied of all but the session's own
-// entries (restoreTree), leaving out the entries skip names (by path
-// relative to src; a skipped directory is left out whole). Unlike
-// safecopy's walk it writes into a directory that exists and may hold kept
-// entries; what it reads is the server's own, so a plain walk is safe.
-func copyInto(ctx context.Context, src, dst string, uid, gid int, skip func(rel string, isDir bool) bool) error {
-	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != src {
-				return nil // vanished while copying a live sandbox
-			}
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		rel, _ := filepath.Rel(src, path)
-		if rel != "." && (safecopy.XLeftover(e.Name()) || (skip != nil && skip(rel, e.IsDir()))) {
-			if e.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return nil
-		}
-		switch {
-		case e.IsDir():
-			if err := os.Mkdir(to, info.Mode().Perm()|0o700); err != nil && !os.IsExist(err) {
-				return err
-			}
-			if err := os.Chmod(to, info.Mode()&(fs.ModePerm|fs.ModeSticky)); err != nil {
-				return err
-			}
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, to); err != nil {
-				return err
-			}
-		case e.Type().IsRegular():
-			if err := copyFile(path, to, info.Mode().Perm()); err != nil {
-				return err
-			}
-		default:
-			return nil // sockets, fifos, devices
-		}
-		return chown(to, uid, gid)
-	})
-}
-
-// copyFile copies one regular file of a snapshot into a restored tree.
-func copyFile(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if errors.Is(err, fs.ErrExist) {
-		// Restoring a live sandbox: a kept session process wrote it since
-		// the directory was emptied; the snapshot's copy wins.
-		if err = os.RemoveAll(dst); err == nil {
-			out, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

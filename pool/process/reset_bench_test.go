@@ -24,12 +24,25 @@ import (
 // milliseconds per reset and the CPU seconds the whole process tree spent
 // (this process and every sandbox, reaped or not).
 //
+// Each runs twice, with the sandboxes' cgroups ("cgroups/") and without
+// ("plain/"), so the cgroups' cost reads as a ratio from one run.
+//
 //	go test ./pool/process -run '^$' -bench Reset -benchtime 10x
 func BenchmarkReset(b *testing.B) {
 	if _, err := exec.LookPath("xterm"); err != nil {
 		b.Skip("xterm not installed")
 	}
-	p := newTestProvider(b, Options{})
+	b.Run("cgroups", func(b *testing.B) {
+		p := newTestProvider(b, Options{})
+		if p.cgroups == nil {
+			b.Skip("no cgroups on this host")
+		}
+		benchReset(b, p)
+	})
+	b.Run("plain", func(b *testing.B) { benchReset(b, newTestProvider(b, Options{noCgroups: true})) })
+}
+
+func benchReset(b *testing.B, p *Provider) {
 	ctx := context.Background()
 	sb, err := p.Create(ctx, pool.Spec{})
 	if err != nil {

@@ -239,7 +239,7 @@ func cleanStaleX(tmp string, num int) bool {
 // when seed is not empty (at most max bytes copied, as a snapshot counts
 // them), owned by uid/gid (when uid >= 0).
 func makeDirs(ctx context.Context, dir, seed string, uid, gid int, max int64) error {
-	c := &safecopy.Copy{Ctx: ctx, UID: uid, GID: gid, Max: max, Skip: safecopy.XLeftover}
+	c := &safecopy.Copy{Ctx: ctx, UID: uid, GID: gid, Max: max, Skip: safecopy.SkipX}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

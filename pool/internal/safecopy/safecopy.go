@@ -17,6 +17,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -49,11 +50,14 @@ type Copy struct {
 	Ctx      context.Context
 	UID, GID int   // owner of what is created; -1: the copier's
 	Max      int64 // cap on data bytes + EntryCost per entry; <= 0: none
-	// Skip, when set, names entries (at any depth) left out of the copy.
-	Skip func(name string) bool
+	// Skip, when set, names entries left out of the copy by their path
+	// relative to the copied tree's root; a skipped directory is left out
+	// whole. SkipX leaves out X's leftovers at any depth.
+	Skip func(rel string, isDir bool) bool
 
-	n   int64 // counted so far
-	buf []byte
+	into bool  // Into: dst exists and may hold entries
+	n    int64 // counted so far
+	buf  []byte
 }
 
 // Copied is what the copy counted against its cap so far.
@@ -65,6 +69,9 @@ func XLeftover(name string) bool {
 	return name == ".X11-unix" || name == ".ICE-unix" ||
 		(strings.HasPrefix(name, ".X") && strings.HasSuffix(name, "-lock"))
 }
+
+// SkipX is a Skip that leaves out X's leftovers (XLeftover) at any depth.
+func SkipX(rel string, _ bool) bool { return XLeftover(filepath.Base(rel)) }
 
 // tooLarge is the typed error of a copy over its cap.
 func (c *Copy) tooLarge() error {
@@ -88,6 +95,25 @@ func (c *Copy) charge(n int64) error {
 // resolved beneath it without following any symlink, and nothing below it
 // is followed either.
 func (c *Copy) Tree(base, rel, dst string) error {
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	return c.tree(base, rel, dst)
+}
+
+// Into copies the tree src (trusted: a snapshot the caller wrote) into
+// dst, an existing directory that may already hold entries (a live
+// sandbox's directory a restore emptied of all but the session's own):
+// existing directories are merged into, never through a symlink, and an
+// existing file or link the copy also holds is replaced by the copy.
+// Holes, the cap, Skip and ownership are as for Tree.
+func (c *Copy) Into(src, dst string) error {
+	c.into = true
+	defer func() { c.into = false }()
+	return c.tree(src, ".", dst)
+}
+
+func (c *Copy) tree(base, rel, dst string) error {
 	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", base, err)
@@ -105,15 +131,12 @@ func (c *Copy) Tree(base, rel, dst string) error {
 	if err := unix.Fstat(sfd, &st); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		return err
-	}
 	dfd, err := unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dst, err)
 	}
 	defer unix.Close(dfd)
-	if err := c.dir(sfd, dfd, 0); err != nil {
+	if err := c.dir(sfd, dfd, "", 0); err != nil {
 		return err
 	}
 	if err := unix.Fchmod(dfd, st.Mode&0o7777); err != nil {
@@ -130,8 +153,9 @@ func (c *Copy) own(fd int) error {
 	return unix.Fchown(fd, c.UID, c.GID)
 }
 
-// dir copies the entries of the open directory sfd into dfd.
-func (c *Copy) dir(sfd, dfd, depth int) error {
+// dir copies the entries of the open directory sfd (at rel in the tree)
+// into dfd.
+func (c *Copy) dir(sfd, dfd int, rel string, depth int) error {
 	if depth > maxCopyDepth {
 		return pool.Errorf(ErrTooLarge, aci.CodeTooLarge, "snapshot: directories nested deeper than %d", maxCopyDepth)
 	}
@@ -149,13 +173,10 @@ func (c *Copy) dir(sfd, dfd, depth int) error {
 			if err := c.Ctx.Err(); err != nil {
 				return err
 			}
-			if c.Skip != nil && c.Skip(name) {
-				continue
-			}
 			if err := c.charge(EntryCost); err != nil {
 				return err
 			}
-			if err := c.entry(sfd, dfd, name, depth); err != nil {
+			if err := c.entry(sfd, dfd, name, path.Join(rel, name), depth); err != nil {
 				return err
 			}
 		}
@@ -174,14 +195,17 @@ func vanished(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)
 }
 
-// entry copies one entry of sfd, named name, into dfd.
-func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
+// entry copies one entry of sfd, named name (rel in the tree), into dfd.
+func (c *Copy) entry(sfd, dfd int, name, rel string, depth int) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if vanished(err) {
 			return nil
 		}
 		return err
+	}
+	if c.Skip != nil && c.Skip(rel, st.Mode&unix.S_IFMT == unix.S_IFDIR) {
+		return nil
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
@@ -193,15 +217,16 @@ func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
 			return err
 		}
 		defer unix.Close(cfd)
-		if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+		if err := unix.Mkdirat(dfd, name, 0o700); err != nil && !(c.into && errors.Is(err, unix.EEXIST)) {
 			return err
 		}
+		// O_NOFOLLOW: an existing entry that is a link fails here.
 		tfd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(tfd)
-		if err := c.dir(cfd, tfd, depth+1); err != nil {
+		if err := c.dir(cfd, tfd, rel, depth+1); err != nil {
 			return err
 		}
 		// The mode last: a read-only directory still receives its entries.
@@ -220,7 +245,7 @@ func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
 		if err := c.charge(int64(len(target))); err != nil {
 			return err
 		}
-		if err := unix.Symlinkat(target, dfd, name); err != nil {
+		if err := c.replace(dfd, name, func() error { return unix.Symlinkat(target, dfd, name) }); err != nil {
 			return err
 		}
 		if c.UID < 0 {
@@ -244,8 +269,11 @@ func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil
 		}
-		out, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if err != nil {
+		var out int
+		if err := c.replace(dfd, name, func() (err error) {
+			out, err = unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			return err
+		}); err != nil {
 			return err
 		}
 		defer unix.Close(out)
@@ -259,6 +287,20 @@ func (c *Copy) entry(sfd, dfd int, name string, depth int) error {
 	default:
 		return nil // sockets, fifos, devices
 	}
+}
+
+// replace runs create (which makes dfd's entry name); copying Into, an
+// existing file or link of that name (a kept session process wrote it
+// since the restore emptied the directory) is removed first: the copy
+// wins.
+func (c *Copy) replace(dfd int, name string, create func() error) error {
+	err := create()
+	if c.into && errors.Is(err, unix.EEXIST) {
+		if err = unix.Unlinkat(dfd, name, 0); err == nil {
+			err = create()
+		}
+	}
+	return err
 }
 
 // readlinkat reads a symlink's target, bounded by PATH_MAX.

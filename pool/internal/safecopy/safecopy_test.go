@@ -224,3 +224,62 @@ func TestCopyTreeUnderSwaps(t *testing.T) {
 	}
 	assertNoSecret(t, out, secret)
 }
+
+// TestCopyInto: a snapshot copied into a live directory merges into the
+// directories already there, replaces a file the session rewrote, leaves
+// out what Skip names by path (and keeps dst's own copy of it), and never
+// writes through a link planted where the snapshot has a directory.
+func TestCopyInto(t *testing.T) {
+	hostDir, _, _ := hostSecret(t)
+	src, dst := t.TempDir(), t.TempDir()
+	write := func(root, rel, data string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(dst, rel))
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return string(b)
+	}
+	write(src, "cfg/a", "snap-a")
+	write(src, "cfg/kept.log", "snap-log")
+	write(src, "file", "snap-file")
+	write(src, ".X0-lock", "x")
+	write(dst, "cfg/kept.log", "live-log") // the session's own: kept
+	write(dst, "file", "live-file")        // rewritten since the emptying
+	c := &Copy{Ctx: context.Background(), UID: -1, GID: -1, Skip: func(rel string, isDir bool) bool {
+		return rel == "cfg/kept.log" || SkipX(rel, isDir)
+	}}
+	if err := c.Into(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]string{"cfg/a": "snap-a", "cfg/kept.log": "live-log", "file": "snap-file"} {
+		if got := read(rel); got != want {
+			t.Errorf("%s: %q; want %q", rel, got, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dst, ".X0-lock")); err == nil {
+		t.Error("an X lock was copied")
+	}
+
+	// A link where the snapshot has a directory: refused, nothing written
+	// in the link's target.
+	dst2 := t.TempDir()
+	if err := os.Symlink(hostDir, filepath.Join(dst2, "cfg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Copy{Ctx: context.Background(), UID: -1, GID: -1}).Into(src, dst2); err == nil {
+		t.Error("copied into a directory through a link")
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, "a")); err == nil {
+		t.Error("the copy wrote through a link into the host's directory")
+	}
+}
