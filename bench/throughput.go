@@ -62,7 +62,7 @@ const scaleGain = 1.10
 
 func (b *runner) throughput(ctx context.Context) (*Throughput, error) {
 	out := &Throughput{Method: fmt.Sprintf(
-		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, drive it with rollout's policies through the shared Go client, one request at a time (observe png, have = hashes the worker holds, like the Python client), and reset it when the episode ends; the warm-up ends once every worker has finished its first episode (goldens built), then steps and episodes finishing in a %s window are counted (a window without steps is an error). random: rollout's random policy until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (client, in-process server, sandboxes; each process's utime+stime sampled every 250 ms), split by process, and the whole host's busy time from /proc/stat; phases are the means of the steps' info.timings",
+		"per pool size N: a fresh server with pool N (shipped config); N workers in this process, each owning one env of task %s, drive it with rollout's policies through the shared Go client, one request at a time (observe png, have = hashes the worker holds, like the Python client), and reset it when the episode ends; the warm-up ends once every worker has finished its first episode (goldens built), then steps and episodes finishing in a %s window are counted (a window is extended until its first step lands, for at most a minute; one without steps is an error). random: rollout's random policy until max_steps truncates; scripted: the task's reference solution ending in done. CPU from /proc: bench's process tree (client, in-process server, sandboxes; each process's utime+stime sampled every 250 ms), split by process, and the whole host's busy time from /proc/stat; phases are the means of the steps' info.timings",
 		b.opts.Task, b.sz.window)}
 	best, flat := 0.0, 0
 	for _, n := range b.sz.pools {
@@ -155,6 +155,9 @@ func (c *rolloutCounters) addPhases(res *api.Result, wall time.Duration) {
 // warmupLimit bounds the wait for every worker's first episode.
 const warmupLimit = 5 * time.Minute
 
+// windowLimit bounds a measurement window that waits for its first step.
+const windowLimit = time.Minute
+
 // rollout runs n workers; the warm-up ends once every worker has finished
 // its first episode (the task's golden is built, every env has been
 // through a reset), then the window is measured.
@@ -194,12 +197,24 @@ func (b *runner) rollout(ctx context.Context, srv *server, n int, pol rollout.Po
 	sampler := StartCPUSampler(os.Getpid(), 250*time.Millisecond)
 	host0, t0 := HostCPUSeconds(), time.Now()
 	cnt.counting.Store(true)
-	select {
-	case <-time.After(b.sz.window):
-	case err := <-errs:
-		sampler.Stop()
-		stop()
-		return ThroughputPoint{}, err
+	// The window lasts b.sz.window, and past it until a step lands (one
+	// step slower than the window, on a loaded machine, would otherwise
+	// leave it empty), for at most windowLimit.
+	window := time.NewTimer(b.sz.window)
+	defer window.Stop()
+wait:
+	for {
+		select {
+		case <-window.C:
+			if cnt.steps.Load() > 0 || time.Since(t0) >= windowLimit {
+				break wait
+			}
+			window.Reset(20 * time.Millisecond)
+		case err := <-errs:
+			sampler.Stop()
+			stop()
+			return ThroughputPoint{}, err
+		}
 	}
 	cnt.counting.Store(false)
 	secs := time.Since(t0).Seconds()
@@ -207,7 +222,7 @@ func (b *runner) rollout(ctx context.Context, srv *server, n int, pol rollout.Po
 	steps, eps := cnt.steps.Load(), cnt.episodes.Load()
 	stop()
 	if steps == 0 {
-		return ThroughputPoint{}, fmt.Errorf("no step completed in the %s window (%d errors)", b.sz.window, cnt.errors.Load())
+		return ThroughputPoint{}, fmt.Errorf("no step completed in %s (%d errors)", windowLimit, cnt.errors.Load())
 	}
 	cnt.mu.Lock()
 	d, rd := Summarize(cnt.lat), Summarize(cnt.resets)

@@ -302,7 +302,10 @@ func (c *Client) shutdown(err error) {
 }
 
 // decodeReply returns a reply's typed error, or decodes its body into out.
+// decodeReply decodes m's body into out (the values own their bytes) and
+// hands the body back for reuse.
 func decodeReply(method string, m *wire.Message, out any) error {
+	defer m.Release()
 	if m.Error != nil {
 		return m.Error
 	}

@@ -27,12 +27,15 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/internal/mpcheck"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -170,15 +173,95 @@ func Encode(m *Message) ([]byte, error) { return msgpack.Marshal(m) }
 
 // Decode unmarshals a message body, rejecting anything that is not a
 // well-formed Message.
+//
+// The envelope is read field by field and the body is copied out of b once
+// (b may be reused for the next frame); a large body goes into a buffer kept
+// between frames (see Release). Decoding Body as a msgpack.RawMessage
+// copied a frame's image about five times, growing the copy a megabyte at a
+// time.
 func Decode(b []byte) (*Message, error) {
-	var m Message
-	if err := msgpack.Unmarshal(b, &m); err != nil {
+	m, err := decodeMessage(b)
+	if err != nil {
 		return nil, fmt.Errorf("wire: decode: %w", err)
 	}
 	switch m.Type {
 	case TypeCall, TypeReply, TypeChunk:
 	default:
 		return nil, fmt.Errorf("wire: unknown message type %q", m.Type)
+	}
+	return m, nil
+}
+
+// Bodies from poolFrom bytes up (a frame's image) are copied into buffers
+// kept between frames: a fresh multi-megabyte allocation per step costs a
+// page fault per 4 KiB page on first touch, which measured several
+// milliseconds per raw 1280x800 frame (docs/architecture.md, "Cost of a
+// step").
+const poolFrom = 256 << 10
+
+var bodies sync.Pool // *[]byte
+
+func cloneBody(b []byte) []byte {
+	if len(b) < poolFrom {
+		return bytes.Clone(b)
+	}
+	if p, _ := bodies.Get().(*[]byte); p != nil && cap(*p) >= len(b) {
+		return append((*p)[:0], b...)
+	}
+	return append(make([]byte, 0, len(b)+len(b)/8), b...)
+}
+
+// Release hands m's body back for reuse by a later Decode; call it once
+// nothing refers to the body any more (it has been decoded into values of
+// their own). Forgetting it costs only the reuse.
+func (m *Message) Release() {
+	if cap(m.Body) >= poolFrom {
+		b := []byte(m.Body[:0])
+		bodies.Put(&b)
+	}
+	m.Body = nil
+}
+
+func decodeMessage(b []byte) (*Message, error) {
+	var m Message
+	r := bytes.NewReader(b)
+	dec := msgpack.NewDecoder(r) // reads r directly: r's offset is the decoder's
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return nil, err
+	}
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return nil, err
+		}
+		switch key {
+		case "id":
+			m.ID, err = dec.DecodeUint64()
+		case "t":
+			m.Type, err = dec.DecodeString()
+		case "m":
+			m.Method, err = dec.DecodeString()
+		case "timeout_ms":
+			m.TimeoutMS, err = dec.DecodeInt64()
+		case "body":
+			off := len(b) - r.Len()
+			var k int
+			if k, err = mpcheck.Len(b[off:]); err == nil {
+				m.Body = cloneBody(b[off : off+k])
+				_, err = r.Seek(int64(k), io.SeekCurrent)
+			}
+		case "error":
+			err = dec.Decode(&m.Error)
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", key, err)
+		}
+	}
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", r.Len())
 	}
 	return &m, nil
 }

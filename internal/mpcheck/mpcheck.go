@@ -255,3 +255,10 @@ func (u Uniform) String(key string, s []byte) error {
 	}
 	return nil
 }
+
+// Len is the encoded length of the msgpack value at the start of b, for a
+// reader that slices a value out of a body it has already checked.
+func Len(b []byte) (int, error) {
+	w := Walk{Caps: Uniform{MaxItems: len(b), MaxString: len(b)}}
+	return w.value(b, 0, "")
+}

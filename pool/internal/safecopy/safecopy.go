@@ -160,11 +160,10 @@ func (c *Copy) dir(sfd, dfd int, rel string, depth int) error {
 		return pool.Errorf(ErrTooLarge, aci.CodeTooLarge, "snapshot: directories nested deeper than %d", maxCopyDepth)
 	}
 	// Read the names through a duplicate: os.File owns (and closes) its fd.
-	rfd, err := unix.Dup(sfd)
+	rfd, err := unix.FcntlInt(uintptr(sfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	unix.CloseOnExec(rfd)
 	f := os.NewFile(uintptr(rfd), "dir")
 	defer f.Close()
 	for {
