@@ -34,8 +34,10 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 	env := r.Results[0].EnvID
 	defer closeEnvs(s, env)
 	acts := []aci.Action{{Verb: aci.Click, Target: aci.Px(200, 200)}, {Verb: aci.TypeText, Text: `python3 -c 'x = b"x" * (3 << 30)'`}, {Verb: aci.Key, Keys: "Return"}}
+	// The hog needs seconds to fill 2 GiB on a loaded machine (a page
+	// fault per 4 KiB): the episode's ten steps wait 3 s each for it.
 	var got *aci.Error
-	for range 120 {
+	for range 10 {
 		out := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: acts}}})
 		res := out.Results[0]
 		if e := res.Error; e != nil && (e.Code == aci.CodeSandboxDied || e.Code == aci.CodeAgentError) {
@@ -45,7 +47,10 @@ func TestLimitDeathOverHTTP(t *testing.T) {
 			}
 			break
 		}
-		acts = []aci.Action{{Verb: aci.Wait, MS: 250}}
+		if res.Error != nil || res.Terminated || res.Truncated {
+			t.Fatalf("the episode ended before the memory hog's sandbox died: error %v, truncated %v, info %+v", res.Error, res.Truncated, res.Info)
+		}
+		acts = []aci.Action{{Verb: aci.Wait, MS: 3000}}
 	}
 	if got == nil {
 		t.Fatal("the memory hog's sandbox never died")

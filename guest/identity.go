@@ -61,5 +61,9 @@ func startError(what, prog string, err error) error {
 // cgroups from its first instruction.
 func (s *Server) startAgent(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
 	s.asAgent(cmd)
-	return s.cfg.AgentCgroups.Start(cmd, s.procs.start)
+	start := s.procs.start
+	if s.idle != nil {
+		start = s.idle.wrap(start)
+	}
+	return s.cfg.AgentCgroups.Start(cmd, start)
 }

@@ -51,6 +51,13 @@ type Config struct {
 	// AgentCgroups are the cgroups the agent's processes are born in, and
 	// whose freezer scoring freezes; nil: none.
 	AgentCgroups *AgentCgroups
+	// AgentIdle starts the agent's processes under SCHED_IDLE, for a
+	// sandbox whose desktop and agent share one cgroup (a container): the
+	// agent's forks inherit it and cannot undo it, so a fork bomb or a
+	// spinner only ever gets the CPU the X server, the window manager and
+	// guestd leave, and the desktop keeps answering. Where AgentCgroups
+	// split the CPU between "guest" and "agent", it is not needed.
+	AgentIdle bool
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int
@@ -78,6 +85,7 @@ type Server struct {
 	score sync.Mutex    // one verifier at a time
 	apps  appState
 	a11y  *a11y.Client // nil without an accessibility bus
+	idle  *idleLauncher // Config.AgentIdle; nil without
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -114,6 +122,13 @@ func NewServer(cfg Config) (*Server, error) {
 		execs: make(chan struct{}, cfg.MaxExec),
 		lns:   make(map[net.Listener]struct{}),
 		conns: make(map[net.Conn]struct{}),
+	}
+	if cfg.AgentIdle {
+		l, err := newIdleLauncher()
+		if err != nil {
+			return nil, err
+		}
+		s.idle = l
 	}
 	s.a11y = newA11y(cfg)
 	return s, nil
@@ -222,6 +237,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.procs.killAll()
 	s.wg.Wait()
+	if s.idle != nil {
+		s.idle.close()
+	}
 	s.x.close()
 	s.hx.close()
 	if s.a11y != nil {

@@ -57,6 +57,7 @@ func run() error {
 	wm := flag.String("wm", "openbox", `session window manager command, or "none"`)
 	home, _ := os.UserHomeDir()
 	state := flag.String("state", filepath.Join(home, ".shinken"), "directory recording launched apps")
+	agentIdle := flag.Bool("agent-idle", false, "start the agent's processes under SCHED_IDLE (a sandbox whose desktop and agent share one cgroup, e.g. a container)")
 	relaunch := flag.Bool("relaunch", false, "relaunch the apps recorded in --state once the desktop is ready")
 	a11yBus := flag.Bool("a11y", true, "with --session, start the session's D-Bus and AT-SPI buses (the accessibility tree)")
 	maxExec := flag.Int("max-exec", 16, "concurrent exec calls before busy")
@@ -128,7 +129,7 @@ func run() error {
 		busAddr = sess.Bus().A11yAddress()
 	}
 	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec, A11yBus: busAddr,
-		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, Exempt: func() []int {
+		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, AgentIdle: *agentIdle, Exempt: func() []int {
 			if sess == nil {
 				return nil
 			}

@@ -502,6 +502,10 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 	uid := strconv.Itoa(agentUID)
 	scorer := strconv.Itoa(agentUID + 1)
 	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)
+	// The desktop and the agent share the container's one cgroup: the
+	// agent's processes run SCHED_IDLE, so a fork bomb or a spinner cannot
+	// starve the X server into a sandbox_died (a free retry).
+	argv = append(argv, "--agent-idle")
 	// home and /tmp are fresh tmpfs: a restored container first copies its
 	// snapshot in (cp -a: links stay links, holes stay holes; a snapshot
 	// never holds X locks or sockets). The agent's files become this

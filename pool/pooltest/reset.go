@@ -174,4 +174,19 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 	if _, err := ec.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.TypeText, Text: "ok€"}}); err != nil {
 		t.Fatalf("type_text after reset: %v", err)
 	}
+
+	// An episode that races the reset's kill sweep: loops that fork as fast
+	// as they can, children that leave their session, none frozen by a
+	// score. Nothing of it may live on into the next episode: the reset
+	// either ends every one of them or fails (and the pool retires the
+	// sandbox).
+	MustSh(t, ec, `for i in 1 2 3; do (while :; do sleep 1000 </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep 1000' </dev/null >/dev/null 2>&1 &) ; done) </dev/null >/dev/null 2>&1 & done; sleep 0.3`)
+	if err := r.ResetInPlace(ctxT(t), esb.ID, snap, ec); err != nil {
+		t.Logf("ResetInPlace after fork loops failed (the sandbox would be retired): %v", err)
+		return
+	}
+	awaitWindow(t, ec, "golden")
+	if _, procs, _, _ := sandboxState(t, ec); procs != wantProcs {
+		t.Errorf("processes after resetting fork loops:\n%s\nfresh replica:\n%s", procs, wantProcs)
+	}
 }
