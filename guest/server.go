@@ -84,7 +84,7 @@ type Server struct {
 	execs chan struct{} // exec semaphore
 	score sync.Mutex    // one verifier at a time
 	apps  appState
-	a11y  *a11y.Client // nil without an accessibility bus
+	a11y  *a11y.Client  // nil without an accessibility bus
 	idle  *idleLauncher // Config.AgentIdle; nil without
 
 	mu     sync.Mutex
