@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shinken-rl/shinken/guest"
 )
 
 // tickerScript redraws a counter in place about every 10 ms without forking
@@ -33,7 +35,7 @@ type Baseline struct {
 }
 
 // BaselineTools are the binaries the baseline needs on PATH.
-var BaselineTools = []string{"Xvfb", "openbox", "xterm", "xdotool", "xprop", "scrot", "bash"}
+var BaselineTools = []string{"Xvfb", "openbox", "xterm", "xdotool", "scrot", "bash"}
 
 // StartBaseline starts Xvfb on a free display with openbox and one xterm at
 // the geometry Shinken's tasks use, running tickerScript, and waits until the
@@ -62,8 +64,11 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 	}
 	// The xterm starts once openbox manages the screen: an xterm mapped
 	// while openbox is still starting could stay unmapped, unframed.
-	if err := bl.awaitWM(ctx); err != nil {
-		return nil, err
+	wmctx, wmcancel := context.WithTimeout(ctx, 20*time.Second)
+	err = guest.AwaitWM(wmctx, bl.display)
+	wmcancel()
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w (logs: %s)", err, bl.logs())
 	}
 	if err := bl.start("xterm", "-geometry", "100x30+0+0", "-e", "bash", "-c", tickerScript); err != nil {
 		return nil, err
@@ -88,28 +93,6 @@ func StartBaseline(ctx context.Context) (_ *Baseline, err error) {
 			bl.Warning = fmt.Sprintf("xterm not mapped on %s after 20s; stepping anyway (logs: %s)", bl.display, bl.logs())
 			return bl, nil
 		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// awaitWM waits until a window manager holds the display: the root's
-// _NET_SUPPORTING_WM_CHECK is set (openbox sets it once it manages).
-func (bl *Baseline) awaitWM(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for {
-		probe := exec.CommandContext(wctx, "xprop", "-root", "_NET_SUPPORTING_WM_CHECK")
-		probe.Env = bl.env()
-		if out, _ := probe.Output(); strings.Contains(string(out), "window id #") {
-			return nil
-		}
-		select {
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("baseline: openbox did not manage %s within 20s (logs: %s)", bl.display, bl.logs())
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -329,6 +329,11 @@ func waitX(ctx context.Context, display string, xDone <-chan struct{}) error {
 	}, xDone)
 }
 
+// AwaitWM waits until a window manager has claimed display's root
+// (_NET_SUPPORTING_WM_CHECK names a live window), for a desktop started
+// elsewhere (bench's baseline); ctx bounds the wait.
+func AwaitWM(ctx context.Context, display string) error { return waitWM(ctx, display, nil, nil) }
+
 func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) error {
 	d := newDisplay(display)
 	defer d.close()
