@@ -1,14 +1,12 @@
 package guest
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"image"
-	"image/jpeg"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/rgbjpeg"
 	"github.com/shinken-rl/shinken/internal/rgbpng"
 	"github.com/zeebo/xxh3"
 )
@@ -273,9 +272,10 @@ func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
 // the size shrinks.
 func toRGB(dst, src []byte, stride, w, h, ow, oh int) {
 	if ow == w && oh == h {
-		// Rows are independent: split them across two goroutines.
+		// Rows are independent: split them across two goroutines where
+		// two can run at once.
 		half := h / 2
-		if h*w < 1<<16 {
+		if h*w < 1<<16 || runtime.GOMAXPROCS(0) < 2 {
 			half = 0
 		}
 		var wg sync.WaitGroup
@@ -356,16 +356,11 @@ func encode(f *frame, format string, quality int) ([]byte, error) {
 		// Straight from RGB24, no RGBA copy (docs/architecture.md, "Frames").
 		return rgbpng.Encode(nil, f.rgb, f.w, f.h)
 	}
-	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
-	for i, j := 0, 0; i+3 <= len(f.rgb); i, j = i+3, j+4 {
-		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = f.rgb[i], f.rgb[i+1], f.rgb[i+2], 0xff
-	}
 	if quality == 0 {
 		quality = defaultJPEGQuality
 	}
-	var buf bytes.Buffer
-	err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: quality})
-	return buf.Bytes(), err
+	// Straight from RGB24 too, at about an eighth of image/jpeg's cost.
+	return rgbjpeg.Encode(nil, f.rgb, f.w, f.h, quality)
 }
 
 // convertRows converts rows [y0, y1) of BGRX to RGB24, four pixels (16 bytes

@@ -36,7 +36,7 @@ func (s *Store) PutFrames(frames []FrameFile) error {
 			continue
 		}
 		dir := filepath.Dir(p)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := s.frameSubdir(dir); err != nil {
 			fail(fmt.Errorf("trajectory store: %w", err))
 			continue
 		}
@@ -69,6 +69,20 @@ func (s *Store) PutFrames(frames []FrameFile) error {
 	return first
 }
 
+// frameSubdir makes dir, one of the at most 256 hash-prefix directories
+// of frames, once: the store never removes them, so after the first frame
+// in each a step's write costs no mkdir.
+func (s *Store) frameSubdir(dir string) error {
+	if _, ok := s.subdirs.Load(dir); ok {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	s.subdirs.Store(dir, true)
+	return nil
+}
+
 // writeSynced writes data to a new temp file in dir, fsyncs and closes it,
 // and returns its path.
 func writeSynced(dir, base string, data []byte) (string, error) {
@@ -76,10 +90,8 @@ func writeSynced(dir, base string, data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// CreateTemp makes the file 0600 already: the store is private.
 	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -62,6 +62,8 @@ type Store struct {
 	isDone   map[string]bool     // id → finished
 	frames   map[string][]string // id → frame hashes it references
 	refs     map[string]int      // frame hash → episodes referencing it
+
+	subdirs sync.Map // frame prefix directories known to exist (frameSubdir)
 }
 
 var (

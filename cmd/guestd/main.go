@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -67,7 +68,14 @@ func run() error {
 	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
 	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback address; off by default")
+	procs := flag.Int("procs", 1, "OS threads running Go code at once (GOMAXPROCS); 0: one per CPU")
 	flag.Parse()
+	// One by default: a guest serves one env, one call at a time, and on a
+	// virtual machine a second P costs more in thread hand-offs than it
+	// gives (docs/architecture.md, "Cost of a step").
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	// Not dumpable: no process of the same uid (the agent's, where guestd
 	// shares it) may ptrace guestd or read its memory, environment or fds
