@@ -72,9 +72,16 @@ func run() error {
 	flag.Parse()
 	// One by default: a guest serves one env, one call at a time, and on a
 	// virtual machine a second P costs more in thread hand-offs than it
-	// gives (docs/architecture.md, "Cost of a step").
+	// gives (docs/architecture.md, "Cost of a step"). With --agent-idle, at
+	// least two: the idle launcher's thread competes with the agent's own
+	// processes for CPU, and while it runs Go code it holds a P; one P held
+	// by a starved thread would stall every call.
 	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
+		n := *procs
+		if *agentIdle {
+			n = max(n, 2)
+		}
+		runtime.GOMAXPROCS(n)
 	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	// Not dumpable: no process of the same uid (the agent's, where guestd
