@@ -332,8 +332,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 	case !shot.NotModified:
 		data = shot.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
-		s.cache.put(key, data)
-		s.recordFrame(ctx, key, data)
+		s.recordFrame(ctx, key, s.cache.put(key, data))
 	case b.have[shot.Hash]:
 		s.m.frames.WithLabelValues("not_modified").Inc()
 	default:
@@ -353,8 +352,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		shot, data = fresh, fresh.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
 		key.hash = fresh.Hash
-		s.cache.put(key, data)
-		s.recordFrame(ctx, key, data)
+		s.recordFrame(ctx, key, s.cache.put(key, data))
 	}
 	e.lastFrame = shot.Hash
 	e.lastTimings = shot.Timings
@@ -390,13 +388,17 @@ func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	return args
 }
 
-// recordFrame hands a new frame to the recorder (record_frames): queued,
-// written off the step's path.
-func (s *Server) recordFrame(ctx context.Context, k frameKey, data []byte) {
-	if s.rec == nil || data == nil {
+// recordFrame hands a new frame, as the frame cache stores it, to the
+// recorder (record_frames): queued, written off the step's path.
+func (s *Server) recordFrame(ctx context.Context, k frameKey, stored []byte) {
+	if s.rec == nil || stored == nil {
 		return
 	}
-	s.rec.put(ctx, recordJob{hash: k.hash, format: k.format, data: data})
+	format := k.format
+	if format == aci.FormatRaw {
+		format = rawS2Format // the cache's form: S2-compressed
+	}
+	s.rec.put(ctx, recordJob{hash: k.hash, format: format, data: stored})
 }
 
 func (s *Server) spec() *api.Spec {

@@ -1,8 +1,12 @@
 package envserver
 
 import (
+	"bytes"
 	"strconv"
+	"sync"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/internal/lru"
 )
 
@@ -17,22 +21,46 @@ type frameKey struct {
 func (k frameKey) String() string { return k.hash + "/" + k.format + "/" + strconv.Itoa(k.quality) }
 
 // frameCache is the byte-bounded LRU shared by every env of a server: one
-// encoded copy of each frame however many envs show it.
-type frameCache struct{ *lru.Bytes[frameKey] }
+// encoded copy of each frame however many envs show it. Raw (RGB24) frames
+// are kept S2-compressed, the form the recorder stores them in, and
+// decoded when read (docs/architecture.md, "Cost of a step"): a screen
+// compresses some twentyfold, so the budget holds that many more of them,
+// and the server's heap does not grow by a fresh 3 MB frame per step that
+// the cache keeps alive.
+type frameCache struct{ lru *lru.Bytes[frameKey] }
 
 func newFrameCache(maxBytes int64) *frameCache {
 	return &frameCache{lru.New[frameKey](maxBytes)}
 }
 
-func (c *frameCache) get(k frameKey) ([]byte, bool) { return c.Get(k) }
+// get returns k's encoded bytes (a raw frame decoded: its own copy).
+func (c *frameCache) get(k frameKey) ([]byte, bool) {
+	b, ok := c.lru.Get(k)
+	return decodeStored(k.format, b, ok)
+}
 
-// put stores data under k; a frame larger than the whole bound is not cached.
-func (c *frameCache) put(k frameKey, data []byte) { c.Put(k, data) }
+// getStored returns k's bytes as the cache holds them (a raw frame
+// S2-compressed; decodeStored turns them back).
+func (c *frameCache) getStored(k frameKey) ([]byte, bool) { return c.lru.Get(k) }
+
+// put stores data under k and returns the bytes a recorder keeps: data
+// itself, or for a raw frame its S2 form (format rawS2Format). A frame
+// larger than the whole bound is not cached.
+func (c *frameCache) put(k frameKey, data []byte) (stored []byte) {
+	stored = data
+	if k.format == aci.FormatRaw {
+		if stored = compressRaw(data); stored == nil {
+			return nil
+		}
+	}
+	c.lru.Put(k, stored)
+	return stored
+}
 
 // recent returns up to n hashes most recently used with this encoding, the
 // candidates a guest may answer not_modified against.
 func (c *frameCache) recent(format string, quality, n int) []string {
-	keys := c.Recent(n, func(k frameKey) bool { return k.format == format && k.quality == quality })
+	keys := c.lru.Recent(n, func(k frameKey) bool { return k.format == format && k.quality == quality })
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k.hash
@@ -41,4 +69,36 @@ func (c *frameCache) recent(format string, quality, n int) []string {
 }
 
 // stats reports the entry count and bytes held.
-func (c *frameCache) stats() (entries int, bytes int64) { return c.Stats() }
+func (c *frameCache) stats() (entries int, bytes int64) { return c.lru.Stats() }
+
+// s2Scratch holds S2's worst-case output buffers (megabytes, which S2
+// wants up front); only the compressed bytes are kept.
+var s2Scratch sync.Pool // *[]byte
+
+// compressRaw returns the S2 form of a raw frame, in a buffer of its own.
+func compressRaw(data []byte) []byte {
+	n := s2.MaxEncodedLen(len(data))
+	if n < 0 {
+		return nil // beyond S2's block size: not a frame X serves here
+	}
+	p, _ := s2Scratch.Get().(*[]byte)
+	if p == nil || cap(*p) < n {
+		b := make([]byte, n)
+		p = &b
+	}
+	out := bytes.Clone(s2.Encode((*p)[:n], data))
+	s2Scratch.Put(p)
+	return out
+}
+
+// decodeStored turns what the cache holds back into the frame's encoding.
+func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
+	if !ok || format != aci.FormatRaw {
+		return b, ok
+	}
+	raw, err := decodeRawS2(b)
+	if err != nil {
+		return nil, false // only the cache wrote it; unreadable is a miss
+	}
+	return raw, true
+}

@@ -1,7 +1,6 @@
 package envserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -49,12 +47,12 @@ type recordJob struct {
 
 // frameRecorder stores what record_frames keeps off the step's path
 // (docs/architecture.md, "Recording frames"): a step hands the frame to a
-// bounded queue and goes on; one writer takes batches, compresses raw
-// frames to PNG (the same pixels, so the same hash) and writes them with one
-// directory fsync per batch. When the queue is full the step waits for room
-// (counted and logged); a frame is dropped only when the step's deadline
-// passes first or the server is shutting down, and then it is counted and
-// logged, never silently.
+// bounded queue and goes on; one writer takes batches and writes them with
+// one directory fsync per batch. Raw frames come already S2-compressed
+// (rawS2Format), the form the frame cache keeps them in. When the queue is
+// full the step waits for room (counted and logged); a frame is dropped
+// only when the step's deadline passes first or the server is shutting
+// down, and then it is counted and logged, never silently.
 type frameRecorder struct {
 	store *trajectory.Store
 	logf  func(string, ...any)
@@ -64,8 +62,6 @@ type frameRecorder struct {
 	closed bool
 	q      chan recordJob
 	done   chan struct{}
-
-	scratch []byte // the writer's S2 buffer
 
 	logMu   sync.Mutex
 	lastLog map[string]time.Time // by message
@@ -182,22 +178,6 @@ func (r *frameRecorder) write(batch []recordJob) {
 	seen := map[string]bool{}
 	for _, j := range batch {
 		f := trajectory.FrameFile{Hash: j.hash, Format: j.format, Data: j.data}
-		if j.format == aci.FormatRaw {
-			// Stored compressed whatever the delivery format, with a
-			// lossless compressor several times cheaper than PNG's deflate.
-			// Into the writer's own scratch (S2 wants its worst case,
-			// megabytes, up front); only the few KiB it needs are kept.
-			n := s2.MaxEncodedLen(len(j.data))
-			if n < 0 {
-				r.m.failed.Inc()
-				r.logf("envserver: frame %s of %d bytes is too large to compress", j.hash, len(j.data))
-				continue
-			}
-			if cap(r.scratch) < n {
-				r.scratch = make([]byte, n)
-			}
-			f.Format, f.Data = rawS2Format, bytes.Clone(s2.Encode(r.scratch, j.data))
-		}
 		if k := f.Hash + "." + f.Format; !seen[k] {
 			seen[k] = true
 			files = append(files, f)

@@ -36,8 +36,9 @@ func (l *logSink) has(sub string) bool {
 	return false
 }
 
-// TestRecorderStoresCompressed records a raw and a png frame through a real
-// store: the raw one lands S2-compressed and decodes to the same bytes, the
+// TestRecorderStoresCompressed records a raw frame (in the frame cache's
+// S2 form) and a png frame through a real store: the raw one lands
+// compressed and decodes to the same bytes, the
 // png one as delivered; close returns with both on disk.
 func TestRecorderStoresCompressed(t *testing.T) {
 	st, err := trajectory.NewStore(t.TempDir(), trajectory.StoreOptions{})
@@ -49,7 +50,7 @@ func TestRecorderStoresCompressed(t *testing.T) {
 	raw := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6}, 100000)
 	pngData := []byte("\x89PNG not really")
 	ctx := context.Background()
-	r.put(ctx, recordJob{hash: strings.Repeat("ab", 16), format: aci.FormatRaw, data: raw})
+	r.put(ctx, recordJob{hash: strings.Repeat("ab", 16), format: rawS2Format, data: compressRaw(raw)})
 	r.put(ctx, recordJob{hash: strings.Repeat("cd", 16), format: aci.FormatPNG, data: pngData})
 	r.close()
 	stored, err := st.Frame(strings.Repeat("ab", 16), rawS2Format)

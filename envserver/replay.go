@@ -14,7 +14,10 @@ type stepReplay struct {
 	id    string
 	res   api.Result
 	key   frameKey // the encoding of res.Obs's frame
-	frame []byte   // its bytes; nil when neither the reply nor the cache held them
+	frame []byte   // its bytes, when the reply carried them
+	// stored is the frame as the cache held it (a raw frame S2-compressed)
+	// when the reply did not carry it; both nil when neither had it.
+	stored []byte
 }
 
 // checkRequestID bounds a step's request_id by limits.max_request_id_bytes.
@@ -35,6 +38,9 @@ func (s *Server) replayed(e *env, b *batch, id string) (slot, bool) {
 	sl := slot{res: r.res, replayed: true}
 	if r.res.Obs != nil && !b.have[r.res.Obs.Frame] {
 		sl.data = r.frame
+		if sl.data == nil && r.stored != nil {
+			sl.data, _ = decodeStored(r.key.format, r.stored, true)
+		}
 		if sl.data == nil {
 			sl.data, _ = s.cache.get(r.key)
 		}
@@ -54,7 +60,9 @@ func (s *Server) remember(e *env, b *batch, id string, sl slot) {
 	if o := sl.res.Obs; o != nil {
 		r.key = frameKey{hash: o.Frame, format: b.obs.Format, quality: b.obs.Quality}
 		if r.frame == nil {
-			r.frame, _ = s.cache.get(r.key) // the client had it: keep it for a retry that may not
+			// The client had it: keep it for a retry that may not, in the
+			// cache's form (a raw frame is decoded only if a retry needs it).
+			r.stored, _ = s.cache.getStored(r.key)
 		}
 	}
 	e.replay = r

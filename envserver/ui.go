@@ -214,11 +214,13 @@ func (c *frameCache) peekHash(hash string, def api.Observe) (data []byte, format
 	for _, k := range []frameKey{
 		{hash, def.Format, def.Quality}, {hash, aci.FormatPNG, 0}, {hash, aci.FormatJPEG, 80}, {hash, aci.FormatRaw, 0},
 	} {
-		if data, hit := c.Peek(k); hit {
+		data, hit := c.lru.Peek(k)
+		if data, hit = decodeStored(k.format, data, hit); hit {
 			return data, k.format, true
 		}
 	}
-	k, data, ok := c.Find(func(k frameKey) bool { return k.hash == hash })
+	k, data, ok := c.lru.Find(func(k frameKey) bool { return k.hash == hash })
+	data, ok = decodeStored(k.format, data, ok)
 	return data, k.format, ok
 }
 
