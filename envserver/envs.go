@@ -394,11 +394,7 @@ func (s *Server) recordFrame(ctx context.Context, k frameKey, stored []byte) {
 	if s.rec == nil || stored == nil {
 		return
 	}
-	format := k.format
-	if format == aci.FormatRaw {
-		format = rawS2Format // the cache's form: S2-compressed
-	}
-	s.rec.put(ctx, recordJob{hash: k.hash, format: format, data: stored})
+	s.rec.put(ctx, recordJob{hash: k.hash, format: storedFormat(k.format), data: stored})
 }
 
 func (s *Server) spec() *api.Spec {

@@ -91,6 +91,15 @@ func compressRaw(data []byte) []byte {
 	return out
 }
 
+// storedFormat is the format under which the cache's form of a format's
+// frames is recorded: raw frames as rawS2Format, the rest as delivered.
+func storedFormat(format string) string {
+	if format == aci.FormatRaw {
+		return rawS2Format
+	}
+	return format
+}
+
 // decodeStored turns what the cache holds back into the frame's encoding.
 func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
 	if !ok || format != aci.FormatRaw {

@@ -38,8 +38,8 @@ func (s *Server) replayed(e *env, b *batch, id string) (slot, bool) {
 	sl := slot{res: r.res, replayed: true}
 	if r.res.Obs != nil && !b.have[r.res.Obs.Frame] {
 		sl.data = r.frame
-		if sl.data == nil && r.stored != nil {
-			sl.data, _ = decodeStored(r.key.format, r.stored, true)
+		if sl.data == nil {
+			sl.data, _ = decodeStored(r.key.format, r.stored, r.stored != nil)
 		}
 		if sl.data == nil {
 			sl.data, _ = s.cache.get(r.key)
