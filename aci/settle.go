@@ -29,10 +29,13 @@ func (s *Settle) Validate() error {
 }
 
 // SettleInfo says how an observation was settled: how long it waited, whether
-// the screen changed meanwhile, and whether it gave up at the ceiling while
-// the screen was still changing.
+// the screen changed meanwhile, whether it gave up at the ceiling while the
+// screen was still changing, and whether it ended early because every
+// process of the desktop had gone idle (nothing running, no timer due within
+// the settle's windows) before those windows ran out.
 type SettleInfo struct {
 	WaitedMS int64 `msgpack:"waited_ms" json:"waited_ms"`
 	Damaged  bool  `msgpack:"damaged" json:"damaged"`
 	TimedOut bool  `msgpack:"timed_out" json:"timed_out"`
+	Idle     bool  `msgpack:"idle,omitempty" json:"idle,omitempty"`
 }

@@ -80,3 +80,45 @@ func TestStepShowsItsEffect(t *testing.T) {
 		t.Errorf("trajectory got seed %v, %d steps; want 42, 3", tr.Seed, len(tr.Steps))
 	}
 }
+
+// TestIdleSettleWaitsForWhatIsDue: a step ends as soon as the desktop is
+// idle, but a timer due within the settle's windows is waited for. The
+// shell's `sleep 0.2` before its output must not hand back the frame before
+// the output; a `sleep 30` left in the background must not hold every later
+// step to the damage windows; a spinner the agent leaves running keeps the
+// desktop busy, and the step settles on damage alone.
+func TestIdleSettleWaitsForWhatIsDue(t *testing.T) {
+	s := server(t)
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "xterm-hello-file"}}})
+	env := r.Results[0].EnvID
+	defer closeEnvs(s, env)
+	oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.Click, Target: aci.Px(200, 200)}})
+	later := func() string {
+		t.Helper()
+		return oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.Wait, MS: 700}}).Obs.Frame
+	}
+
+	delayed := oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "sleep 0.2; echo delayed-out\n"}})
+	if final := later(); delayed.Obs.Frame != final {
+		t.Errorf("the step with a 200 ms timer pending returned %s (settle %+v); the screen then settled on %s: the timer was not waited for",
+			delayed.Obs.Frame, delayed.Info.Settle, final)
+	}
+	if st := delayed.Info.Settle; st == nil || !st.Idle || st.TimedOut {
+		t.Errorf("delayed step settle got %+v; want idle once the timer fired and the output was drawn", st)
+	}
+
+	oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "sleep 30 &\n"}})
+	typed := oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "echo x"}})
+	if st := typed.Info.Settle; st == nil || !st.Idle || !st.Damaged {
+		t.Errorf("with a 30 s sleep in the background, typing settled %+v; want idle and damaged", st)
+	}
+	if final := later(); typed.Obs.Frame != final {
+		t.Errorf("typing returned %s, the screen settled on %s", typed.Obs.Frame, final)
+	}
+
+	oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "\nwhile :; do :; done &\n"}})
+	busy := oneStep(t, s, nil, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "echo y"}})
+	if st := busy.Info.Settle; st == nil || st.Idle || !st.Damaged {
+		t.Errorf("with a spinner running, typing settled %+v; want damaged and not idle (the damage windows decide)", st)
+	}
+}

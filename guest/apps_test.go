@@ -116,6 +116,14 @@ func shippedApps() []shippedApp {
 // off, so that a settled screen stays still.
 func appDesk(t testing.TB) *desk {
 	t.Helper()
+	return appDeskIdle(t, false)
+}
+
+// appDeskIdle is appDesk with Config.SettleIdle as given: the session's X
+// server, window manager and apps are all this process's descendants, so the
+// idle settle sees every process that draws.
+func appDeskIdle(t testing.TB, idle bool) *desk {
+	t.Helper()
 	needXvfb(t)
 	if _, err := exec.LookPath("openbox"); err != nil {
 		t.Skip("openbox not on PATH")
@@ -145,14 +153,14 @@ func appDesk(t testing.TB) *desk {
 			os.WriteFile(filepath.Join(home, n), []byte(n+"\n"), 0o644)
 		}
 	}
-	return serveHome(t, sess, home)
+	return serveHome(t, sess, home, idle)
 }
 
-func serveHome(t testing.TB, sess *guest.Session, home string) *desk {
+func serveHome(t testing.TB, sess *guest.Session, home string, idle bool) *desk {
 	t.Helper()
 	dir := t.TempDir()
 	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "NO_AT_BRIDGE=1")
-	srv, err := guest.NewServer(guest.Config{Display: sess.Display(), StateDir: filepath.Join(dir, "state"), Env: env})
+	srv, err := guest.NewServer(guest.Config{Display: sess.Display(), StateDir: filepath.Join(dir, "state"), Env: env, SettleIdle: idle})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,7 @@ type display struct {
 	lastHash string       // and its frame hash
 	last     lastCapture  // the last capture, for not_modified without capturing (guarded by sem)
 	initial  *xInitial    // the X state a reset returns to (guarded by sem)
+	quiet    *quiesce     // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
 }
 
 func newDisplay(name string) *display {

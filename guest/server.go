@@ -71,6 +71,11 @@ type Config struct {
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string
+	// SettleIdle lets a settle end as soon as every process that can draw
+	// on the display is idle (quiesce.go). Set it only where guestd sees all
+	// of them: as its pid namespace's PID 1, or when it started the X server
+	// and everything that connects to it.
+	SettleIdle bool
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -129,6 +134,9 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.idle = l
+	}
+	if cfg.SettleIdle {
+		s.x.quiet = newQuiesce()
 	}
 	s.a11y = newA11y(cfg)
 	return s, nil
@@ -242,6 +250,9 @@ func (s *Server) Close() error {
 	}
 	s.x.close()
 	s.hx.close()
+	if s.x.quiet != nil {
+		s.x.quiet.close()
+	}
 	if s.a11y != nil {
 		s.a11y.Close()
 	}

@@ -195,6 +195,13 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	defer timer.Stop()
 	<-timer.C
 	confirmed := false // a barrier passed since the state last changed
+	// Quiescence (quiesce.go) may end the wait before the damage windows
+	// do. Its first read follows a barrier, so the X server has the action's
+	// input by then; each later read is compared with the one before.
+	q, horizon := d.quiet, time.Duration(max(p.FirstMS, p.QuietMS))*time.Millisecond
+	var prev quietSnap
+	var probeAt time.Time
+	probeEvery := time.Millisecond
 	for {
 		s := x.dmg.snap()
 		now := time.Now()
@@ -227,8 +234,34 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 			}
 			continue
 		}
+		if q != nil && !now.Before(probeAt) {
+			if prev.run == nil {
+				if err := d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) }); err != nil {
+					return nil, err
+				}
+			}
+			cur := q.read(horizon)
+			if cur.sameAs(prev) {
+				// Nothing ran since the last read and nothing will soon: every
+				// drawing request is in the X server's hands, and the
+				// barrier brings back the damage it raised.
+				if err := d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) }); err != nil {
+					return nil, err
+				}
+				info.Damaged, info.Idle = x.dmg.snap().seq != m.seq, true
+				break
+			}
+			prev = cur
+			probeAt = time.Now().Add(probeEvery)
+			probeEvery = min(2*probeEvery, maxProbeEvery)
+			continue
+		}
 		confirmed = false
-		timer.Reset(time.Until(minTime(until, ceiling)))
+		next := minTime(until, ceiling)
+		if q != nil {
+			next = minTime(next, probeAt)
+		}
+		timer.Reset(time.Until(next))
 		select {
 		case <-s.wake:
 			if !timer.Stop() {
@@ -244,6 +277,10 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	info.WaitedMS = time.Since(m.start).Milliseconds()
 	return info, nil
 }
+
+// maxProbeEvery bounds the pause between two quiescence reads while the
+// desktop is busy: the reads cost about a tenth of a millisecond each.
+const maxProbeEvery = 16 * time.Millisecond
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {

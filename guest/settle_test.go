@@ -31,12 +31,20 @@ func stepShot(t testing.TB, d *desk, a aci.Action, have string) *wire.Shot {
 // differs from the frame before the action and already is the frame the
 // screen settles on; when nothing was drawn the step says so and answers
 // not_modified. The test never waits on its own: the step's settle is all.
+// It runs with the damage windows alone and with the idle settle, which must
+// end early on most steps and still return the frame the screen settles on.
 func TestStepFrameShowsTheAction(t *testing.T) {
+	for _, mode := range []string{"damage", "idle"} {
+		t.Run(mode, func(t *testing.T) { stepFrameShowsTheAction(t, mode == "idle") })
+	}
+}
+
+func stepFrameShowsTheAction(t *testing.T, idle bool) {
 	for _, app := range shippedApps() {
 		t.Run(app.app, func(t *testing.T) {
-			d := appDesk(t)
+			d := appDeskIdle(t, idle)
 			win := launchApp(t, d, app)
-			drew := 0
+			drew, idled := 0, 0
 			for _, aa := range app.acts {
 				t.Run(aa.name, func(t *testing.T) {
 					// The frame before the action: quiet long enough that an
@@ -47,6 +55,13 @@ func TestStepFrameShowsTheAction(t *testing.T) {
 					// What the screen settles on, long after the step.
 					final := settled(t, d, &aci.Settle{FirstMS: 500, QuietMS: 500, MaxMS: 5000})
 					st := got.Settle
+					t.Logf("settle %+v", st)
+					if st.Idle {
+						idled++
+					}
+					if st.Idle && !idle {
+						t.Errorf("settle got %+v; idle without SettleIdle", st)
+					}
 					switch {
 					case st.TimedOut:
 						t.Errorf("settle timed out (%+v); want the app to settle within the ceiling", st)
@@ -72,6 +87,9 @@ func TestStepFrameShowsTheAction(t *testing.T) {
 			}
 			if drew == 0 {
 				t.Errorf("no action made %s redraw; the test drives nothing", app.app)
+			}
+			if idle && idled*2 < len(app.acts) {
+				t.Errorf("%d of %d steps settled idle; want most: the idle settle does not see the desktop go quiet", idled, len(app.acts))
 			}
 		})
 	}

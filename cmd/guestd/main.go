@@ -68,6 +68,7 @@ func run() error {
 	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
 	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback address; off by default")
+	settleIdle := flag.Bool("settle-idle", true, "end a settle once every process that can draw is idle; only as its namespace's PID 1 or with --session, where guestd sees them all")
 	procs := flag.Int("procs", 1, "OS threads running Go code at once (GOMAXPROCS); 0: one per CPU")
 	flag.Parse()
 	// One by default: a guest serves one env, one call at a time, and on a
@@ -144,7 +145,8 @@ func run() error {
 		busAddr = sess.Bus().A11yAddress()
 	}
 	srv, err := guest.NewServer(guest.Config{Display: *display, StateDir: *state, Env: env, MaxExec: *maxExec, A11yBus: busAddr,
-		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, AgentIdle: *agentIdle, Exempt: func() []int {
+		Agent: agent, Scorer: scorer, AgentCgroups: cgroups, AgentIdle: *agentIdle,
+		SettleIdle: *settleIdle && (os.Getpid() == 1 || *session), Exempt: func() []int {
 			if sess == nil {
 				return nil
 			}

@@ -355,12 +355,12 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Confined:     true,
 		A11y:         images.HasPackage("at-spi2-core") && images.HasPackage("dbus"),
 		Isolation: "read-only container rootfs of the sandbox image only (no host files); home and /tmp are size-bounded tmpfs; " +
-			"the engine's default seccomp profile, no-new-privileges; guestd is PID 1, root with 7 capabilities; " +
+			"the engine's default seccomp profile, no-new-privileges; guestd is PID 1, root with 8 capabilities; " +
 			"the agent runs as a uid of its own per container (above 100000); on done every other process is stopped (SIGSTOP sweep) and the verifier " +
 			"runs as the next uid with its own HOME; the guest socket is root's",
 		Notes: "snapshot = a copy of home and /tmp taken with the container paused (links never followed, holes kept, bytes capped); " +
 			"in-memory app state is not carried, recorded apps are relaunched; --network none, " +
-			"pids/memory/shm/CPU limits, capped logs; guestd is PID 1 (root, 7 capabilities), the desktop runs as the agent's uid, " +
+			"pids/memory/shm/CPU limits, capped logs; guestd is PID 1 (root, 8 capabilities), the desktop runs as the agent's uid, " +
 			"verifiers as their own uid after the agent's processes are stopped; the guest socket is root's",
 		Confinement: &pool.Confinement{
 			Namespaces:   []string{"pid", "mount", "ipc", "net", "uts"},
@@ -539,7 +539,10 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 		Init:        &init,
 		ShmSize:     DefaultShm,
 		CapDrop:     []string{"ALL"},
-		CapAdd:      []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "KILL", "SETGID", "SETUID"},
+		// SYS_PTRACE: guestd reads what the desktop's threads are blocked in
+		// to end a settle early (guest/quiesce.go); the container's pid
+		// namespace holds only its own processes.
+		CapAdd: []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "KILL", "SETGID", "SETUID", "SYS_PTRACE"},
 		// The engine's default seccomp profile, passed explicitly so no
 		// daemon setting can replace it (never unconfined).
 		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},

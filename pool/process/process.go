@@ -603,8 +603,11 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 
 // guestdCaps are the capabilities a root guestd keeps: CAP_CHOWN,
 // CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_SETGID,
-// CAP_SETUID.
-var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7}
+// CAP_SETUID, and CAP_SYS_PTRACE, with which it reads what the desktop's
+// threads are blocked in to end a settle early (guest/quiesce.go); its pid
+// namespace holds only the sandbox's processes, which CAP_SETUID already
+// puts in its reach.
+var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7, 19}
 
 // scorerUID is the uid a sandbox's verifiers run as: outside the range of
 // agent uids, so no agent of any sandbox shares it.

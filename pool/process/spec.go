@@ -37,7 +37,7 @@ func (p *Provider) isolation() string {
 	if p.cgroups != nil {
 		cg = "a cgroup " + p.cgroups.version() + " per sandbox (" + strings.Join(p.cgroups.controllers(), ",") + "; an OOM or a fork bomb ends that sandbox only)"
 	}
-	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid; a private /dev); guestd is PID 1, root with 7 capabilities; " +
+	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid; a private /dev); guestd is PID 1, root with 8 capabilities; " +
 		"the agent runs as its own uid, no capabilities, no_new_privs, under " + cg + "; on done the agent's processes are frozen (cgroup freezer where available, then a SIGSTOP sweep of " +
 		"every process but guestd and Xvfb) and the verifier runs as a uid of its own with its own HOME; the guest socket is root's"
 }
