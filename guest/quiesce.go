@@ -79,62 +79,72 @@ func newQuiesce() *quiesce {
 	return &quiesce{self: os.Getpid(), whole: os.Getpid() == 1, tasks: map[int]*taskFiles{}, mems: map[int]*os.File{}}
 }
 
-// quietSnap is one read of the whole set: each thread's CPU time so far, and
-// whether every thread was idle.
+// quietSnap is one read of the whole set: each thread's CPU time so far,
+// whether every thread was idle, and whether anything ran (or appeared, or
+// ended) since the read it was taken after.
 type quietSnap struct {
-	run  map[int]uint64 // tid → ns run
-	idle bool
+	run     map[int]uint64 // tid → ns run
+	idle    bool
+	changed bool
 }
 
-// same reports whether nothing ran between a and b and b found every thread
-// idle.
-func (b quietSnap) sameAs(a quietSnap) bool {
-	if !b.idle || a.run == nil || len(a.run) != len(b.run) {
-		return false
-	}
-	for tid, ns := range b.run {
-		if v, ok := a.run[tid]; !ok || v != ns {
-			return false
-		}
-	}
-	return true
-}
+// quiet reports whether the desktop was quiescent from the previous read to
+// this one: nothing ran in between and every thread is idle now.
+func (b quietSnap) quiet() bool { return b.idle && !b.changed }
 
-// read takes one snapshot; horizon is how far ahead a timer still counts as
-// pending work.
-func (q *quiesce) read(horizon time.Duration) quietSnap {
+// read takes one snapshot after prev (zero: the first of a settle); horizon
+// is how far ahead a timer still counts as pending work.
+//
+// The known threads are read first and the set rediscovered after, and only
+// when something changed: a thread or process joins the set only by being
+// cloned from one in it, which ran to do so. So a clone before a thread's
+// read is found by the discovery that follows, and one after it shows at the
+// next read as a changed run time; a read that finds nothing changed since a
+// complete one is complete too.
+func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.gen++
-	snap := quietSnap{run: make(map[int]uint64, len(q.tasks)), idle: true}
+	snap := quietSnap{run: make(map[int]uint64, len(q.tasks)), idle: true, changed: prev.run == nil}
+	for tid, t := range q.tasks {
+		q.readInto(&snap, tid, t, horizon)
+	}
+	if !snap.changed {
+		for tid, ns := range snap.run {
+			if v, ok := prev.run[tid]; !ok || v != ns {
+				snap.changed = true
+				break
+			}
+		}
+		snap.changed = snap.changed || len(snap.run) != len(prev.run)
+	}
+	if !snap.changed {
+		return snap
+	}
 	for _, pid := range q.pids() {
 		tids, err := readTids(pid)
 		if err != nil {
 			continue // gone
 		}
 		for _, tid := range tids {
+			if t, ok := q.tasks[tid]; ok && t.pid == pid {
+				t.gen = q.gen
+				continue
+			}
 			t, err := q.task(pid, tid)
 			if err != nil {
-				if errors.Is(err, errGone) {
-					continue
+				if !errors.Is(err, errGone) {
+					snap.idle = false
 				}
-				snap.idle = false
 				continue
 			}
-			ns, idle, err := q.readTask(t, horizon)
-			if errors.Is(err, errGone) {
-				q.drop(tid)
-				continue
-			}
-			if err != nil || !idle {
-				snap.idle = false
-			}
-			snap.run[tid] = ns
+			q.readInto(&snap, tid, t, horizon)
 		}
 	}
 	for tid, t := range q.tasks {
 		if t.gen != q.gen {
 			q.drop(tid)
+			delete(snap.run, tid)
 		}
 	}
 	for pid, f := range q.mems {
@@ -149,26 +159,50 @@ func (q *quiesce) read(horizon time.Duration) quietSnap {
 	return snap
 }
 
+// readInto reads one thread into snap; a thread gone is dropped and counts as
+// a change.
+func (q *quiesce) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.Duration) {
+	ns, idle, err := q.readTask(t, horizon)
+	if errors.Is(err, errGone) {
+		q.drop(tid)
+		snap.changed = true
+		return
+	}
+	t.gen = q.gen
+	if err != nil || !idle {
+		snap.idle = false
+	}
+	snap.run[tid] = ns
+}
+
 // pids lists the processes that can draw: all but guestd as PID 1, else
 // guestd's descendants.
 func (q *quiesce) pids() []int {
-	procs := listProcs()
-	var parent map[int]int
-	if !q.whole {
-		parent = make(map[int]int, len(procs))
-		for _, p := range procs {
-			parent[p.pid] = p.ppid
+	if q.whole {
+		f, err := os.Open("/proc")
+		if err != nil {
+			return nil
 		}
+		defer f.Close()
+		names, _ := f.Readdirnames(-1)
+		out := make([]int, 0, len(names))
+		for _, n := range names {
+			if pid, err := strconv.Atoi(n); err == nil && pid > 0 && pid != q.self {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	procs := listProcs()
+	parent := make(map[int]int, len(procs))
+	for _, p := range procs {
+		parent[p.pid] = p.ppid
 	}
 	out := make([]int, 0, len(procs))
 	for _, p := range procs {
-		if p.pid == q.self || p.state == 'Z' || p.state == 'X' {
-			continue
+		if p.pid != q.self && descends(p.pid, q.self, parent) {
+			out = append(out, p.pid)
 		}
-		if !q.whole && !descends(p.pid, q.self, parent) {
-			continue
-		}
-		out = append(out, p.pid)
 	}
 	return out
 }
@@ -195,12 +229,8 @@ func readTids(pid int) ([]int, error) {
 }
 
 func (q *quiesce) task(pid, tid int) (*taskFiles, error) {
-	if t, ok := q.tasks[tid]; ok && t.pid == pid {
-		t.gen = q.gen
-		return t, nil
-	} else if ok {
-		q.drop(tid)
-	}
+	q.drop(tid) // a tid reused by another process
+
 	if len(q.tasks) >= maxQuiesceTasks {
 		return nil, errors.New("too many tasks")
 	}
@@ -274,6 +304,9 @@ func gone(err error) error {
 // waitIdle judges a syscall file's line: "running", or "nr a0 ... a5 sp pc".
 func (q *quiesce) waitIdle(pid int, line []byte, horizon time.Duration) (bool, error) {
 	f := bytes.Fields(line)
+	if len(f) == 3 && string(f[0]) == "-1" && string(f[1]) == "0x0" && string(f[2]) == "0x0" {
+		return true, nil // exited (a zombie the reaper has not collected): it never runs again
+	}
 	if len(f) < 7 {
 		return false, nil // "running", or blocked outside a syscall ("-1 sp pc")
 	}

@@ -240,8 +240,8 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 					return nil, err
 				}
 			}
-			cur := q.read(horizon)
-			if cur.sameAs(prev) {
+			cur := q.read(prev, horizon)
+			if cur.quiet() {
 				// Nothing ran since the last read and nothing will soon: every
 				// drawing request is in the X server's hands, and the
 				// barrier brings back the damage it raised.
