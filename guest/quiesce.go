@@ -42,7 +42,7 @@ import (
 // It is only sound where guestd sees every process that can draw: as its pid
 // namespace's PID 1 (a sandbox), every process /proc shows; elsewhere its own
 // descendants, which in session mode include the X server and the window
-// manager. An X client started from outside is invisible, so a guestd serving
+// manager (ownProcs, the set an in-place reset sweeps). An X client started from outside is invisible, so a guestd serving
 // someone else's display runs without it (Config.SettleIdle).
 //
 // Reading another user's syscall and mem files takes ptrace access: the
@@ -51,9 +51,6 @@ import (
 // quiesce reads the desktop's threads; one per server, its files kept open
 // between reads (a procfs file answers afresh at each pread from 0).
 type quiesce struct {
-	self  int
-	whole bool // PID 1: every process /proc shows is the sandbox's
-
 	mu    sync.Mutex
 	tasks map[int]*taskFiles // tid → open files
 	mems  map[int]*os.File   // pid → /proc/<pid>/mem, opened on demand
@@ -76,7 +73,7 @@ func newQuiesce() *quiesce {
 	if strconv.IntSize != 64 {
 		return nil
 	}
-	return &quiesce{self: os.Getpid(), whole: os.Getpid() == 1, tasks: map[int]*taskFiles{}, mems: map[int]*os.File{}}
+	return &quiesce{tasks: map[int]*taskFiles{}, mems: map[int]*os.File{}}
 }
 
 // quietSnap is one read of the whole set: each thread's CPU time so far,
@@ -121,7 +118,8 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 	if !snap.changed {
 		return snap
 	}
-	for _, pid := range q.pids() {
+	for _, p := range ownProcs() {
+		pid := p.pid
 		tids, err := readTids(pid)
 		if err != nil {
 			continue // gone
@@ -141,14 +139,17 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 			q.readInto(&snap, tid, t, horizon)
 		}
 	}
+	live := make(map[int]bool, len(q.mems))
 	for tid, t := range q.tasks {
 		if t.gen != q.gen {
 			q.drop(tid)
 			delete(snap.run, tid)
+		} else {
+			live[t.pid] = true
 		}
 	}
-	for pid, f := range q.mems {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+	for pid, f := range q.mems { // a process's memory goes with its last thread
+		if !live[pid] {
 			f.Close()
 			delete(q.mems, pid)
 		}
@@ -175,38 +176,6 @@ func (q *quiesce) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.
 	snap.run[tid] = ns
 }
 
-// pids lists the processes that can draw: all but guestd as PID 1, else
-// guestd's descendants.
-func (q *quiesce) pids() []int {
-	if q.whole {
-		f, err := os.Open("/proc")
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		names, _ := f.Readdirnames(-1)
-		out := make([]int, 0, len(names))
-		for _, n := range names {
-			if pid, err := strconv.Atoi(n); err == nil && pid > 0 && pid != q.self {
-				out = append(out, pid)
-			}
-		}
-		return out
-	}
-	procs := listProcs()
-	parent := make(map[int]int, len(procs))
-	for _, p := range procs {
-		parent[p.pid] = p.ppid
-	}
-	out := make([]int, 0, len(procs))
-	for _, p := range procs {
-		if p.pid != q.self && descends(p.pid, q.self, parent) {
-			out = append(out, p.pid)
-		}
-	}
-	return out
-}
-
 var errGone = errors.New("task gone")
 
 func readTids(pid int) ([]int, error) {
@@ -230,7 +199,6 @@ func readTids(pid int) ([]int, error) {
 
 func (q *quiesce) task(pid, tid int) (*taskFiles, error) {
 	q.drop(tid) // a tid reused by another process
-
 	if len(q.tasks) >= maxQuiesceTasks {
 		return nil, errors.New("too many tasks")
 	}

@@ -29,33 +29,20 @@ func TestQuiesceJudgesWaits(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd
 	}
-	// quietWithin reads until two reads in a row find the set quiet.
-	quietWithin := func(horizon time.Duration) bool {
+	// quietIn reports whether any of n reads in a row found the set quiet;
+	// the children's own start-up runs between them.
+	quietIn := func(horizon time.Duration, n int) bool {
 		var prev quietSnap
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
-			cur := q.read(prev, horizon)
-			if cur.quiet() {
+		for range n {
+			if prev = q.read(prev, horizon); prev.quiet() {
 				return true
 			}
-			prev = cur
-			time.Sleep(2 * time.Millisecond) // the children's own start-up runs meanwhile
+			time.Sleep(2 * time.Millisecond)
 		}
 		return false
 	}
-	// neverQuiet reads n times in a row, none may be quiet.
-	neverQuiet := func(horizon time.Duration, n int) bool {
-		var prev quietSnap
-		for range n {
-			cur := q.read(prev, horizon)
-			if cur.quiet() {
-				return false
-			}
-			prev = cur
-			time.Sleep(time.Millisecond)
-		}
-		return true
-	}
+	quietWithin := func(horizon time.Duration) bool { return quietIn(horizon, 1500) }
+	neverQuiet := func(horizon time.Duration, n int) bool { return !quietIn(horizon, n) }
 
 	start("cat")
 	start("sleep", "30")

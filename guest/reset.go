@@ -303,21 +303,9 @@ func (s *Server) relaunch(ctx context.Context) (int, error) {
 // not kept: as PID 1 every process of the namespace, elsewhere guestd's own
 // descendants. It returns how many it signalled.
 func killSweep(keep map[int]bool) int {
-	self := os.Getpid()
-	procs := listProcs()
-	var parent map[int]int
-	if self != 1 {
-		parent = make(map[int]int, len(procs))
-		for _, p := range procs {
-			parent[p.pid] = p.ppid
-		}
-	}
 	n := 0
-	for _, p := range procs {
-		if keep[p.pid] || p.state == 'Z' || p.state == 'X' {
-			continue
-		}
-		if self != 1 && !descends(p.pid, self, parent) {
+	for _, p := range ownProcs() {
+		if keep[p.pid] {
 			continue
 		}
 		if unix.Kill(p.pid, unix.SIGKILL) == nil {
@@ -330,19 +318,10 @@ func killSweep(keep map[int]bool) int {
 // awaitGone waits until no process but the kept ones (and zombies the
 // reaper is about to collect) is left.
 func awaitGone(ctx context.Context, keep map[int]bool) error {
-	self := os.Getpid()
 	for {
-		procs := listProcs()
-		var parent map[int]int
-		if self != 1 {
-			parent = make(map[int]int, len(procs))
-			for _, p := range procs {
-				parent[p.pid] = p.ppid
-			}
-		}
 		left := 0
-		for _, p := range procs {
-			if keep[p.pid] || p.state == 'Z' || p.state == 'X' || (self != 1 && !descends(p.pid, self, parent)) {
+		for _, p := range ownProcs() {
+			if keep[p.pid] {
 				continue
 			}
 			left = p.pid

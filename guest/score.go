@@ -223,6 +223,29 @@ func freeze(ctx context.Context, exempt map[int]bool) (int, error) {
 }
 
 // descends reports whether pid has anc among its ancestors.
+// ownProcs lists the processes that may belong to the episode, guestd
+// excluded: as PID 1 every process of the namespace, elsewhere guestd's own
+// descendants. Zombies are left out.
+func ownProcs() []procStat {
+	self := os.Getpid()
+	procs := listProcs()
+	var parent map[int]int
+	if self != 1 {
+		parent = make(map[int]int, len(procs))
+		for _, p := range procs {
+			parent[p.pid] = p.ppid
+		}
+	}
+	out := procs[:0]
+	for _, p := range procs {
+		if p.pid == self || p.state == 'Z' || p.state == 'X' || (self != 1 && !descends(p.pid, self, parent)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func descends(pid, anc int, parent map[int]int) bool {
 	for i := 0; i < 64 && pid > 1; i++ {
 		pid = parent[pid]

@@ -148,6 +148,11 @@ func (x *xconn) barrier(ctx context.Context) error {
 	}
 }
 
+// barrierOn takes a barrier on x under the display lock.
+func (d *display) barrierOn(ctx context.Context, x *xconn) error {
+	return d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) })
+}
+
 // damageMark is where a settle starts: the damage seen up to a barrier.
 type damageMark struct {
 	x     *xconn
@@ -226,7 +231,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 				info.Damaged = damaged
 				break
 			}
-			if err := d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) }); err != nil {
+			if err := d.barrierOn(ctx, x); err != nil {
 				return nil, err
 			}
 			if x.dmg.snap().seq == s.seq {
@@ -236,7 +241,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 		}
 		if q != nil && !now.Before(probeAt) {
 			if prev.run == nil {
-				if err := d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) }); err != nil {
+				if err := d.barrierOn(ctx, x); err != nil {
 					return nil, err
 				}
 			}
@@ -245,7 +250,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 				// Nothing ran since the last read and nothing will soon: every
 				// drawing request is in the X server's hands, and the
 				// barrier brings back the damage it raised.
-				if err := d.run(ctx, 0, func(*xconn) error { return x.barrier(ctx) }); err != nil {
+				if err := d.barrierOn(ctx, x); err != nil {
 					return nil, err
 				}
 				info.Damaged, info.Idle = x.dmg.snap().seq != m.seq, true
