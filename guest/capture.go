@@ -2,15 +2,12 @@ package guest
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jezek/xgb/shm"
@@ -18,7 +15,6 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/internal/rgbjpeg"
-	"github.com/shinken-rl/shinken/internal/rgbpng"
 	"github.com/zeebo/xxh3"
 )
 
@@ -136,7 +132,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		return shot, nil
 	}
 	t3 := time.Now()
-	data, err := encode(f, format, o.Quality)
+	data, err := s.x.encode(f, format, o.Quality)
 	if err != nil {
 		return nil, aci.Errorf(aci.CodeInternal, "encode %s: %v", format, err)
 	}
@@ -196,16 +192,13 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		if err != nil {
 			return err
 		}
-		// The same source pixels give the same frame: when they match the
-		// last capture's and the caller holds that frame, skip converting.
-		key := sourceKey(bgrx, src, ow, oh)
-		if key == d.lastKey && slices.Contains(o.IfNoneMatch, d.lastHash) {
-			f.hash = d.lastHash
-		} else {
+		// Only the rows that changed since the last capture convert; a
+		// frame the caller holds is not copied out.
+		d.conv.update(bgrx, stride, src, ow, oh)
+		f.hash = d.conv.frameHash()
+		if !slices.Contains(o.IfNoneMatch, f.hash) {
 			f.rgb = d.getBuf(ow * oh * 3)
-			toRGB(f.rgb, bgrx, stride, src.W, src.H, ow, oh)
-			f.hash = FrameHash(f.rgb, ow, oh)
-			d.lastKey, d.lastHash = key, f.hash
+			copy(f.rgb, d.conv.rgb)
 		}
 		d.last = lastCapture{src: src, ow: ow, oh: oh, hash: f.hash}
 		if x.dmg.ok {
@@ -217,13 +210,6 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// sourceKey identifies captured source pixels together with the geometry
-// they are delivered at.
-func sourceKey(bgrx []byte, src aci.Rect, ow, oh int) xxh3.Uint128 {
-	seed := uint64(src.X)<<48 ^ uint64(src.Y)<<32 ^ uint64(src.W)<<16 ^ uint64(src.H) ^ uint64(ow)<<40 ^ uint64(oh)<<8
-	return xxh3.Hash128Seed(bgrx, seed)
 }
 
 func clip(r aci.Rect, w, h int) aci.Rect {
@@ -268,65 +254,6 @@ func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
 	return reply.Data, r.W * 4, nil
 }
 
-// toRGB converts w×h BGRX pixels to ow×oh packed RGB24, area-averaging when
-// the size shrinks.
-func toRGB(dst, src []byte, stride, w, h, ow, oh int) {
-	if ow == w && oh == h {
-		// Rows are independent: split them across two goroutines where
-		// two can run at once.
-		half := h / 2
-		if h*w < 1<<16 || runtime.GOMAXPROCS(0) < 2 {
-			half = 0
-		}
-		var wg sync.WaitGroup
-		if half > 0 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				convertRows(dst, src, stride, w, 0, half)
-			}()
-		}
-		convertRows(dst, src, stride, w, half, h)
-		wg.Wait()
-		return
-	}
-	xs := make([]int, ow+1)
-	for i := range xs {
-		xs[i] = i * w / ow
-	}
-	sums := make([]uint32, ow*3)
-	for oy := 0; oy < oh; oy++ {
-		y0, y1 := oy*h/oh, (oy+1)*h/oh
-		if y1 <= y0 {
-			y1 = y0 + 1
-		}
-		clear(sums)
-		for y := y0; y < y1; y++ {
-			row := src[y*stride:]
-			for ox := 0; ox < ow; ox++ {
-				x0, x1 := xs[ox], max(xs[ox+1], xs[ox]+1)
-				var r, g, b uint32
-				for x := x0; x < x1; x++ {
-					p := row[x*4 : x*4+3]
-					b += uint32(p[0])
-					g += uint32(p[1])
-					r += uint32(p[2])
-				}
-				sums[ox*3] += r
-				sums[ox*3+1] += g
-				sums[ox*3+2] += b
-			}
-		}
-		d := dst[oy*ow*3:]
-		for ox := 0; ox < ow; ox++ {
-			n := uint32((y1 - y0) * (max(xs[ox+1], xs[ox]+1) - xs[ox]))
-			d[ox*3] = byte((sums[ox*3] + n/2) / n)
-			d[ox*3+1] = byte((sums[ox*3+1] + n/2) / n)
-			d[ox*3+2] = byte((sums[ox*3+2] + n/2) / n)
-		}
-	}
-}
-
 // getBuf returns a buffer of n bytes, reusing the last one returned.
 func (d *display) getBuf(n int) []byte {
 	d.bufMu.Lock()
@@ -348,47 +275,18 @@ func (d *display) putBuf(b []byte) {
 	d.bufMu.Unlock()
 }
 
-func encode(f *frame, format string, quality int) ([]byte, error) {
+func (d *display) encode(f *frame, format string, quality int) ([]byte, error) {
 	switch format {
 	case aci.FormatRaw:
 		return f.rgb, nil
 	case aci.FormatPNG:
-		// Straight from RGB24, no RGBA copy (docs/architecture.md, "Frames").
-		return rgbpng.Encode(nil, f.rgb, f.w, f.h)
+		// Straight from RGB24, no RGBA copy, deflating only the bands that
+		// changed since the last frame (docs/architecture.md, "Frames").
+		return d.png.Encode(nil, f.rgb, f.w, f.h)
 	}
 	if quality == 0 {
 		quality = defaultJPEGQuality
 	}
 	// Straight from RGB24 too, at about an eighth of image/jpeg's cost.
 	return rgbjpeg.Encode(nil, f.rgb, f.w, f.h, quality)
-}
-
-// convertRows converts rows [y0, y1) of BGRX to RGB24, four pixels (16 bytes
-// in, 12 out) per step.
-func convertRows(dst, src []byte, stride, w, y0, y1 int) {
-	for y := y0; y < y1; y++ {
-		s := src[y*stride : y*stride+w*4]
-		d := dst[y*w*3 : (y+1)*w*3]
-		i, j := 0, 0
-		for ; i+16 <= len(s) && j+12 <= len(d); i, j = i+16, j+12 {
-			in := s[i : i+16 : i+16]
-			c0 := rgbOf(binary.LittleEndian.Uint32(in[0:4]))
-			c1 := rgbOf(binary.LittleEndian.Uint32(in[4:8]))
-			c2 := rgbOf(binary.LittleEndian.Uint32(in[8:12]))
-			c3 := rgbOf(binary.LittleEndian.Uint32(in[12:16]))
-			out := d[j : j+12 : j+12]
-			binary.LittleEndian.PutUint32(out[0:4], c0|c1<<24)
-			binary.LittleEndian.PutUint32(out[4:8], c1>>8|c2<<16)
-			binary.LittleEndian.PutUint32(out[8:12], c2>>16|c3<<8)
-		}
-		for ; i+4 <= len(s); i, j = i+4, j+3 {
-			d[j], d[j+1], d[j+2] = s[i+2], s[i+1], s[i]
-		}
-	}
-}
-
-// rgbOf turns a BGRX pixel read as a little-endian uint32 (0xXXRRGGBB) into
-// the 24-bit little-endian value of its R, G, B bytes.
-func rgbOf(p uint32) uint32 {
-	return (p>>16)&0xff | p&0xff00 | (p&0xff)<<16
 }

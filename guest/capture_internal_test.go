@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/shinken-rl/shinken/aci"
 )
 
 // naiveRGB is the obvious per-pixel conversion and box filter.
@@ -31,19 +33,37 @@ func naiveRGB(src []byte, stride, w, h, ow, oh int) []byte {
 	return out
 }
 
-func TestToRGBMatchesNaive(t *testing.T) {
+// TestRGBCacheMatchesNaive converts captures with one rgbCache: a first
+// capture, then captures changing a few rows (and pixels inside an unchanged
+// row's neighbour), then one of another geometry; every result must be the
+// naive conversion of its own source, whole.
+func TestRGBCacheMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, c := range []struct{ w, h, ow, oh int }{
-		{7, 3, 7, 3}, {640, 480, 640, 480}, {333, 257, 333, 257}, {640, 480, 200, 150}, {101, 53, 37, 19},
+	var c rgbCache
+	for _, g := range []struct{ w, h, ow, oh int }{
+		{7, 3, 7, 3}, {640, 480, 640, 480}, {333, 257, 333, 257}, {640, 480, 200, 150}, {101, 53, 37, 19}, {640, 480, 640, 480},
 	} {
-		src := make([]byte, c.w*c.h*4)
+		src := make([]byte, g.w*g.h*4)
 		for i := range src {
 			src[i] = byte(rng.Uint32())
 		}
-		got := make([]byte, c.ow*c.oh*3)
-		toRGB(got, src, c.w*4, c.w, c.h, c.ow, c.oh)
-		if want := naiveRGB(src, c.w*4, c.w, c.h, c.ow, c.oh); !bytes.Equal(got, want) {
-			t.Errorf("%dx%d → %dx%d: converted pixels differ from the naive conversion", c.w, c.h, c.ow, c.oh)
+		rect := aci.Rect{W: g.w, H: g.h}
+		for round := range 4 {
+			if round > 0 { // change a row, the last row, then nothing
+				for _, y := range [][]int{{g.h / 2}, {g.h - 1, 0}, nil}[round-1] {
+					src[y*g.w*4+rng.IntN(g.w*4)] ^= 0x5a
+				}
+			}
+			converted := c.update(src, g.w*4, rect, g.ow, g.oh)
+			if round == 3 && converted {
+				t.Errorf("%dx%d → %dx%d: an unchanged capture converted rows", g.w, g.h, g.ow, g.oh)
+			}
+			if want := naiveRGB(src, g.w*4, g.w, g.h, g.ow, g.oh); !bytes.Equal(c.rgb, want) {
+				t.Fatalf("%dx%d → %dx%d round %d: converted pixels differ from the naive conversion", g.w, g.h, g.ow, g.oh, round)
+			}
+			if c.frameHash() != FrameHash(c.rgb, g.ow, g.oh) {
+				t.Fatalf("round %d: the cached hash is not the frame's", round)
+			}
 		}
 	}
 }

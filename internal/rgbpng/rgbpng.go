@@ -1,13 +1,18 @@
 // Package rgbpng encodes packed RGB24 pixels as PNG without the detour
 // through image.RGBA that image/png needs: rows go unfiltered straight from
 // the RGB24 buffer into a well-kept faster deflate
-// (github.com/klauspost/compress) at a fast level, with encoders pooled so a
-// step allocates nothing large. On a 1280x800 terminal screen this costs
-// about a fifth of image/png at BestSpeed (which tries five filters per row)
-// for about 1.5x the bytes; screens are mostly flat, where deflate's own
-// matches do what a filter would. The output is a standard 8-bit truecolor
-// PNG that any decoder reads back to the same pixels (docs/architecture.md,
-// "Cost of a step").
+// (github.com/klauspost/compress) at a fast level. Screens are mostly flat,
+// where deflate's own matches do what a filter would. The output is a
+// standard 8-bit truecolor PNG that any decoder reads back to the same pixels
+// (docs/architecture.md, "Cost of a step").
+//
+// Successive frames of one screen mostly repeat: an Encoder deflates rows in
+// bands of bandRows, each band on its own (a fresh window, ended by a sync
+// flush, so that the pieces concatenate into one deflate stream), and keeps
+// each band's output beside a hash of its pixels. The next frame of the same
+// size deflates only the bands whose pixels changed, and the Adler-32 of the
+// whole is combined from the bands' own. A band's output depends on its
+// pixels alone, so the same pixels always give the same bytes.
 package rgbpng
 
 import (
@@ -15,9 +20,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/flate"
+	"github.com/zeebo/xxh3"
 )
 
 var signature = []byte("\x89PNG\r\n\x1a\n")
@@ -26,25 +34,74 @@ var signature = []byte("\x89PNG\r\n\x1a\n")
 // cheap as level 1 and a little smaller.
 const level = 2
 
-type encoder struct{ fw *flate.Writer }
+// bandRows is the height of a band: a terminal line is about 15 rows, so a
+// typed letter changes one or two bands; each band's own Huffman tables
+// and fresh window cost a few percent of bytes on a whole 1280x800 frame.
+const bandRows = 16
 
-var encoders = sync.Pool{New: func() any {
-	fw, _ := flate.NewWriter(nil, level)
-	return &encoder{fw: fw}
-}}
+// Encoder encodes frames, reusing the deflated bands of the last frame of
+// the same size wherever their pixels are unchanged. The zero value is
+// ready; calls on one Encoder take turns.
+type Encoder struct {
+	mu    sync.Mutex
+	fw    *flate.Writer
+	seed  uint64 // random per Encoder: pixels cannot be drawn to collide with a band's hash
+	w, h  int
+	bands []band
+	buf   bytes.Buffer
+}
+
+type band struct {
+	sum   xxh3.Uint128 // of the band's pixels
+	z     []byte       // their deflate blocks, ending in a sync flush; nil: none yet
+	adler uint32       // Adler-32 of the band's filtered bytes
+	n     int          // how many filtered bytes (rows × (1 + stride))
+}
+
+// encoders serves the one-shot Encode.
+var encoders = sync.Pool{New: func() any { return new(Encoder) }}
+
+// Encode appends the PNG of the w×h RGB24 image rgb to dst and returns it.
+func Encode(dst []byte, rgb []byte, w, h int) ([]byte, error) {
+	e := encoders.Get().(*Encoder)
+	defer encoders.Put(e)
+	return e.Encode(dst, rgb, w, h)
+}
 
 // filterNone is the byte that starts every row: filter type None.
 var filterNone = []byte{0}
 
+// finalBlock is an empty final deflate block (fixed Huffman codes): it ends
+// the stream after the bands' sync flushes.
+var finalBlock = []byte{0x03, 0x00}
+
 // Encode appends the PNG of the w×h RGB24 image rgb to dst and returns it.
-func Encode(dst []byte, rgb []byte, w, h int) ([]byte, error) {
+func (e *Encoder) Encode(dst []byte, rgb []byte, w, h int) ([]byte, error) {
 	if w <= 0 || h <= 0 || len(rgb) != w*h*3 {
 		return dst, fmt.Errorf("rgbpng: %d bytes for %dx%d RGB24", len(rgb), w, h)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.fw == nil {
+		e.fw, _ = flate.NewWriter(nil, level)
+		e.seed = rand.Uint64()
+	}
+	if e.w != w || e.h != h {
+		e.w, e.h = w, h
+		e.bands = make([]band, (h+bandRows-1)/bandRows)
+	}
+	stride := w * 3
+	zlen := 0
+	for i := range e.bands {
+		y0, y1 := i*bandRows, min((i+1)*bandRows, h)
+		if err := e.band(&e.bands[i], rgb[y0*stride:y1*stride], stride); err != nil {
+			return dst, err
+		}
+		zlen += len(e.bands[i].z)
+	}
+
 	out := bytes.NewBuffer(dst)
-	// A screen deflates to a small fraction of its raw size: start with a
-	// tenth and let the buffer grow if it must.
-	out.Grow(len(signature) + 25 + 12 + len(rgb)/10 + 12)
+	out.Grow(len(signature) + 25 + 8 + 2 + zlen + len(finalBlock) + 4 + 4 + 12)
 	out.Write(signature)
 	var ihdr [13]byte
 	binary.BigEndian.PutUint32(ihdr[0:4], uint32(w))
@@ -52,38 +109,76 @@ func Encode(dst []byte, rgb []byte, w, h int) ([]byte, error) {
 	ihdr[8], ihdr[9] = 8, 2 // 8 bits per sample, truecolor; compression, filter, interlace 0
 	writeChunk(out, "IHDR", ihdr[:])
 
-	// IDAT: length and type first, patched once the data is known.
+	// IDAT: the zlib stream by hand (header, the bands' deflate blocks, a
+	// final empty block, Adler-32).
+	var hdr [8]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(2+zlen+len(finalBlock)+4))
+	copy(hdr[4:], "IDAT")
+	out.Write(hdr[:])
 	start := out.Len()
-	out.Write([]byte{0, 0, 0, 0, 'I', 'D', 'A', 'T'})
-	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
-	// The zlib stream by hand (header, raw deflate, Adler-32) so that the
-	// checksum is the fast one below and rows go in without a copy.
 	out.Write([]byte{0x78, 0x01}) // deflate, 32 KiB window, fastest; header checksum ok
-	e.fw.Reset(out)
-	stride := w * 3
 	sum := uint32(1)
-	for y := 0; y < h; y++ {
-		row := rgb[y*stride : (y+1)*stride]
-		if _, err := e.fw.Write(filterNone); err != nil {
-			return dst, err
-		}
-		if _, err := e.fw.Write(row); err != nil {
-			return dst, err
-		}
-		sum = adler32(adler32(sum, filterNone), row)
+	for _, b := range e.bands {
+		out.Write(b.z)
+		sum = adler32Combine(sum, b.adler, b.n)
 	}
-	if err := e.fw.Close(); err != nil {
-		return dst, err
-	}
+	out.Write(finalBlock)
 	out.Write(binary.BigEndian.AppendUint32(nil, sum))
-	b := out.Bytes()
-	n := len(b) - start - 8
-	binary.BigEndian.PutUint32(b[start:], uint32(n))
-	crc := crc32.ChecksumIEEE(b[start+4:])
+	crc := crc32.Update(crc32.ChecksumIEEE(hdr[4:]), crc32.IEEETable, out.Bytes()[start:])
 	out.Write(binary.BigEndian.AppendUint32(nil, crc))
 	writeChunk(out, "IEND", nil)
 	return out.Bytes(), nil
+}
+
+// band brings b up to date with the rows px: deflated afresh unless their
+// hash is the one b holds.
+func (e *Encoder) band(b *band, px []byte, stride int) error {
+	sum := xxh3.Hash128Seed(px, e.seed)
+	if b.z != nil && b.sum == sum {
+		return nil
+	}
+	e.buf.Reset()
+	e.fw.Reset(&e.buf)
+	a := uint32(1)
+	for row := range slices.Chunk(px, stride) {
+		if _, err := e.fw.Write(filterNone); err != nil {
+			return err
+		}
+		if _, err := e.fw.Write(row); err != nil {
+			return err
+		}
+		a = adler32(adler32(a, filterNone), row)
+	}
+	if err := e.fw.Flush(); err != nil {
+		return err
+	}
+	b.sum, b.adler, b.n = sum, a, len(px)/stride*(stride+1)
+	b.z = append(b.z[:0], e.buf.Bytes()...)
+	return nil
+}
+
+// adler32Combine is the Adler-32 of A followed by B, from A's sum a, B's
+// sum b (started from 1) and B's length (as zlib's adler32_combine).
+func adler32Combine(a, b uint32, lenB int) uint32 {
+	const mod = 65521
+	rem := uint32(lenB % mod)
+	s1 := a & 0xffff
+	s2 := rem * s1 % mod
+	s1 += (b & 0xffff) + mod - 1
+	s2 += (a >> 16) + (b >> 16) + mod - rem
+	if s1 >= mod {
+		s1 -= mod
+	}
+	if s1 >= mod {
+		s1 -= mod
+	}
+	if s2 >= 2*mod {
+		s2 -= 2 * mod
+	}
+	if s2 >= mod {
+		s2 -= mod
+	}
+	return s2<<16 | s1
 }
 
 // adler32 extends the Adler-32 checksum sum over p (RFC 1950), eight bytes

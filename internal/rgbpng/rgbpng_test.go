@@ -44,20 +44,81 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := png.Decode(bytes.NewReader(data))
+		samePixels(t, data, rgb, w, h)
+	}
+}
+
+// samePixels decodes data with image/png (which checks the zlib stream's
+// Adler-32 and every chunk's CRC) and compares every pixel with rgb.
+func samePixels(t *testing.T, data, rgb []byte, w, h int) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%dx%d: decode: %v", w, h, err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("%dx%d: decoded %v", w, h, b)
+	}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			cr, cg, cb, ca := img.At(x, y).RGBA()
+			i := (y*w + x) * 3
+			if byte(cr>>8) != rgb[i] || byte(cg>>8) != rgb[i+1] || byte(cb>>8) != rgb[i+2] || ca != 0xffff {
+				t.Fatalf("%dx%d: pixel (%d,%d) differs", w, h, x, y)
+			}
+		}
+	}
+}
+
+// TestEncoderReusesOnlyUnchangedBands encodes a sequence of frames with one
+// Encoder, each frame changing a few rows (inside one band, across a band
+// boundary, the last partial band) or the size: every PNG decodes to its own
+// frame's pixels and is byte for byte what a fresh Encoder writes for them,
+// so no band of an earlier frame leaks into a later one.
+func TestEncoderReusesOnlyUnchangedBands(t *testing.T) {
+	const w, h = 203, 77 // a partial last band
+	r := rand.New(rand.NewPCG(5, 6))
+	rgb := screenLike(w, h, 9)
+	var e Encoder
+	for i, rows := range [][2]int{{0, 0}, {3, 4}, {15, 17}, {76, 77}, {40, 41}, {40, 41}, {0, 77}} {
+		for y := rows[0]; y < rows[1]; y++ {
+			for x := 0; x < w*3; x++ {
+				rgb[y*w*3+x] = byte(r.IntN(256))
+			}
+		}
+		got, err := e.Encode(nil, rgb, w, h)
 		if err != nil {
-			t.Fatalf("%dx%d: decode: %v", w, h, err)
+			t.Fatal(err)
 		}
-		if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
-			t.Fatalf("%dx%d: decoded %v", w, h, b)
+		samePixels(t, got, rgb, w, h)
+		want, err := new(Encoder).Encode(nil, rgb, w, h)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				cr, cg, cb, ca := img.At(x, y).RGBA()
-				i := (y*w + x) * 3
-				if byte(cr>>8) != rgb[i] || byte(cg>>8) != rgb[i+1] || byte(cb>>8) != rgb[i+2] || ca != 0xffff {
-					t.Fatalf("%dx%d: pixel (%d,%d) differs", w, h, x, y)
-				}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("frame %d (rows %v changed): the reusing encoder's PNG differs from a fresh one's", i, rows)
+		}
+	}
+	// Another size on the same Encoder starts over.
+	small := screenLike(31, 9, 2)
+	got, err := e.Encode(nil, small, 31, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePixels(t, got, small, 31, 9)
+}
+
+func TestAdler32Combine(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 1, 100, 65520, 65521, 65522, 200000} {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(r.IntN(256))
+		}
+		for _, k := range []int{0, n / 2, n} {
+			a, b := adler32std.Checksum(p[:k]), adler32std.Checksum(p[k:])
+			if got, want := adler32Combine(a, b, n-k), adler32std.Checksum(p); got != want {
+				t.Errorf("n=%d split %d: got %08x; want %08x", n, k, got, want)
 			}
 		}
 	}
@@ -75,11 +136,29 @@ func TestRejectsBadSize(t *testing.T) {
 func BenchmarkEncode(b *testing.B) {
 	const w, h = 1280, 800
 	rgb := screenLike(w, h, 7)
-	b.Run("rgbpng", func(b *testing.B) {
+	b.Run("rgbpng", func(b *testing.B) { // every band changes
 		var buf []byte
 		for i := 0; i < b.N; i++ {
+			for y := 0; y < h; y += bandRows {
+				rgb[y*w*3+i%(w*3)]++
+			}
 			var err error
 			buf, err = Encode(buf[:0], rgb, w, h)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(buf)), "bytes")
+	})
+	// A terminal step: one text line (16 rows) changes between frames.
+	b.Run("rgbpng_one_line_changed", func(b *testing.B) {
+		var e Encoder
+		var buf []byte
+		for i := 0; i < b.N; i++ {
+			line := rgb[(i%40)*16*w*3:][:16*w*3]
+			line[i%len(line)]++
+			var err error
+			buf, err = e.Encode(buf[:0], rgb, w, h)
 			if err != nil {
 				b.Fatal(err)
 			}
