@@ -42,8 +42,9 @@ import (
 // It is only sound where guestd sees every process that can draw: as its pid
 // namespace's PID 1 (a sandbox), every process /proc shows; elsewhere its own
 // descendants, which in session mode include the X server and the window
-// manager (ownProcs, the set an in-place reset sweeps). An X client started from outside is invisible, so a guestd serving
-// someone else's display runs without it (Config.SettleIdle).
+// manager (ownProcs, the set an in-place reset sweeps). An X client started
+// from outside is invisible, so a guestd serving someone else's display runs
+// without it (Config.SettleIdle).
 //
 // Reading another user's syscall and mem files takes ptrace access: the
 // providers give guestd CAP_SYS_PTRACE (over its own namespace only).
@@ -62,6 +63,7 @@ type taskFiles struct {
 	pid        int
 	sys, sched *os.File
 	gen        uint64
+	run        uint64 // ns run at the last read
 }
 
 // maxQuiesceTasks bounds the files kept open: a desktop with more threads
@@ -103,8 +105,11 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 	defer q.mu.Unlock()
 	q.gen++
 	snap := quietSnap{run: make(map[int]uint64, len(q.tasks)), idle: true, changed: prev.run == nil}
+	// ran: the processes one of whose threads ran since its last read; only
+	// they can have new threads.
+	ran := map[int]bool{}
 	for tid, t := range q.tasks {
-		q.readInto(&snap, tid, t, horizon)
+		q.readInto(&snap, tid, t, horizon, ran)
 	}
 	if !snap.changed {
 		for tid, ns := range snap.run {
@@ -118,8 +123,14 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 	if !snap.changed {
 		return snap
 	}
-	for _, p := range ownProcs() {
-		pid := p.pid
+	known := make(map[int]bool, len(q.mems))
+	for _, t := range q.tasks {
+		known[t.pid] = true
+	}
+	for _, pid := range ownPids() {
+		if known[pid] && !ran[pid] {
+			continue // no thread ran: none was cloned
+		}
 		tids, err := readTids(pid)
 		if err != nil {
 			continue // gone
@@ -136,7 +147,7 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 				}
 				continue
 			}
-			q.readInto(&snap, tid, t, horizon)
+			q.readInto(&snap, tid, t, horizon, ran)
 		}
 	}
 	live := make(map[int]bool, len(q.mems))
@@ -160,16 +171,19 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 	return snap
 }
 
-// readInto reads one thread into snap; a thread gone is dropped and counts as
-// a change.
-func (q *quiesce) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.Duration) {
+// readInto reads one thread into snap, and marks its process in ran when it
+// ran since its last read; a thread gone is dropped and counts as a change.
+func (q *quiesce) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.Duration, ran map[int]bool) {
 	ns, idle, err := q.readTask(t, horizon)
 	if errors.Is(err, errGone) {
 		q.drop(tid)
 		snap.changed = true
 		return
 	}
-	t.gen = q.gen
+	if ns != t.run {
+		ran[t.pid] = true
+	}
+	t.gen, t.run = q.gen, ns
 	if err != nil || !idle {
 		snap.idle = false
 	}

@@ -222,7 +222,6 @@ func freeze(ctx context.Context, exempt map[int]bool) (int, error) {
 	return len(stopped), nil
 }
 
-// descends reports whether pid has anc among its ancestors.
 // ownProcs lists the processes that may belong to the episode, guestd
 // excluded: as PID 1 every process of the namespace, elsewhere guestd's own
 // descendants. Zombies are left out.
@@ -246,6 +245,33 @@ func ownProcs() []procStat {
 	return out
 }
 
+// ownPids is the pids of ownProcs; as PID 1 just the names in /proc (no
+// process's stat read, so zombies too: a zombie's thread reads as idle).
+func ownPids() []int {
+	if os.Getpid() != 1 {
+		procs := ownProcs()
+		pids := make([]int, len(procs))
+		for i, p := range procs {
+			pids[i] = p.pid
+		}
+		return pids
+	}
+	f, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if pid, err := strconv.Atoi(n); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// descends reports whether pid has anc among its ancestors.
 func descends(pid, anc int, parent map[int]int) bool {
 	for i := 0; i < 64 && pid > 1; i++ {
 		pid = parent[pid]
