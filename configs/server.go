@@ -37,6 +37,7 @@ type Server struct {
 	StepTimeout        Duration    `json:"step_timeout"`         // one env's step
 	ResetTimeout       Duration    `json:"reset_timeout"`        // one env's reset (lease + setup)
 	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
+	GLX                bool        `json:"glx"`                  // sandboxes' X servers offer OpenGL (Mesa's software renderer); off: cheaper boots (docs/architecture.md, "Bursts")
 	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
 	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone
 	MaxCheckpoints     int         `json:"max_checkpoints"`      // named checkpoints held at once

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/guest/client"
@@ -635,6 +637,32 @@ func TestDeadXServerIsTypedAndBounded(t *testing.T) {
 			t.Errorf("exec without X: got %v; want the guest still serving", err)
 		}
 	})
+}
+
+// TestSessionGLX starts a session each way: GLX is absent unless asked for,
+// and present when it is (Xvfb loads Mesa only then).
+func TestSessionGLX(t *testing.T) {
+	needXvfb(t)
+	for _, want := range []bool{false, true} {
+		sess, err := guest.StartSession(ctxT(t), guest.SessionConfig{Screen: sizeSpec(64, 64), WM: "none", GLX: want})
+		if err != nil {
+			t.Fatalf("StartSession: %v", err)
+		}
+		c, err := xgb.NewConnDisplay(sess.Display())
+		if err != nil {
+			sess.Close()
+			t.Fatal(err)
+		}
+		ext, err := xproto.QueryExtension(c, 3, "GLX").Reply()
+		c.Close()
+		sess.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ext.Present != want {
+			t.Errorf("SessionConfig.GLX %v: the X server offers GLX: %v", want, ext.Present)
+		}
+	}
 }
 
 func TestSessionWithWindowManager(t *testing.T) {

@@ -39,6 +39,11 @@ type SessionConfig struct {
 	// A11y starts the session's D-Bus session bus and AT-SPI bus (bus.go)
 	// before the WM; where they cannot start the session runs without.
 	A11y bool
+	// GLX offers OpenGL (Mesa's software renderer) to the session's
+	// clients. Off, Xvfb runs with -extension GLX: loading Mesa costs
+	// about 35 ms of CPU at every boot and some 50 MiB of memory, and no
+	// shipped app draws with OpenGL (docs/architecture.md, "Bursts").
+	GLX bool
 	// Logf logs; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -92,6 +97,9 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	// -noreset: the readiness probe is the first client, and the reset its
 	// disconnect would cause refuses the window manager connecting then.
 	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-noreset")
+	if !cfg.GLX {
+		args = append(args, "-extension", "GLX")
+	}
 	cmd := &exec.Cmd{Path: xvfb, Env: cfg.Env}
 	if cfg.Display == "" {
 		// Xvfb picks a free display and writes its number once it listens.

@@ -97,8 +97,44 @@ func (p *Pool) LeaseGolden(ctx context.Context, key string, setup func(ctx conte
 			p.mu.Lock()
 		}
 		p.mu.Unlock()
+		if l := p.resetWarm(ctx, g); l != nil {
+			return l, nil
+		}
 		return p.restoreGolden(ctx, g)
 	}
+}
+
+// resetWarm takes a warm general sandbox and resets it in place to g, leased
+// to the caller: a burst of one task is served by the warm pool at the cost
+// of in-place resets, and only what the pool lacks boots
+// (docs/architecture.md, "Bursts"). It returns nil when none is warm or the
+// reset failed (that sandbox is retired, and the filler replaces it).
+func (p *Pool) resetWarm(ctx context.Context, g *golden) *Lease {
+	if p.resetter == nil {
+		return nil
+	}
+	p.mu.Lock()
+	var m *member
+	if !p.closed {
+		m = p.takeWarmLocked()
+	}
+	p.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	p.poke() // the filler replaces it
+	err := p.resetInPlace(ctx, m, g.snap)
+	p.resetDone(err)
+	p.mu.Lock()
+	if err != nil || p.closed {
+		p.mu.Unlock()
+		p.retire(m)
+		return nil
+	}
+	l := p.leaseLocked(m) // watched since its boot
+	g.attachLocked(l)
+	p.mu.Unlock()
+	return l
 }
 
 // attachLocked marks l as a lease of g (its release resets it in place to

@@ -85,6 +85,7 @@ type Spec struct {
 	Width, Height int    // screen size; 0 means 1280x800
 	Depth         int    // 0 means 24
 	WM            string // window manager binary; "" means openbox, "none" for none
+	GLX           bool   // the X server offers OpenGL (Mesa's software renderer)
 	MemoryBytes   int64  // 0: provider default
 	Pids          int    // 0: provider default
 }

@@ -114,3 +114,36 @@ func TestForkResetsIdle(t *testing.T) {
 		t.Errorf("fork of 2 with 3 warm sandboxes reset %d in place; want 2", n)
 	}
 }
+
+// TestGoldenLeaseResetsWarm: a golden lease that finds no idle replica
+// takes a warm general sandbox and resets it in place to the golden rather
+// than restoring one (a burst of one task is served by the warm pool);
+// each such lease is in the golden's state, not the bare sandbox's.
+func TestGoldenLeaseResetsWarm(t *testing.T) {
+	prov := newProvider(t)
+	p := newPool(t, prov, pool.Config{Size: 3, ReplicasPerGolden: -1})
+	first, err := p.LeaseGolden(ctxT(t), "a", goldenSetup)
+	if err != nil {
+		t.Fatalf("LeaseGolden: %v", err)
+	}
+	defer first.Release(context.Background())
+	if err := p.WaitWarm(ctxT(t), 3); err != nil {
+		t.Fatal(err)
+	}
+	before := stats(p)
+	for range 2 {
+		l, err := p.LeaseGolden(ctxT(t), "a", goldenSetup)
+		if err != nil {
+			t.Fatalf("LeaseGolden: %v", err)
+		}
+		defer l.Release(context.Background())
+		checkClean(t, l)
+	}
+	after := stats(p)
+	if n := after.Resets - before.Resets; n != 2 {
+		t.Errorf("two golden leases with 3 warm sandboxes reset %d in place; want 2", n)
+	}
+	if n := after.OnDemandRestores - before.OnDemandRestores; n != 0 {
+		t.Errorf("two golden leases with 3 warm sandboxes restored %d on demand; want 0", n)
+	}
+}

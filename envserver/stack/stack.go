@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
 		LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
 		ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
-		Spec: pool.Spec{Width: w, Height: h, Depth: d}, Logf: logf,
+		Spec: pool.Spec{Width: w, Height: h, Depth: d, GLX: cfg.GLX}, Logf: logf,
 	})
 	if err != nil {
 		return nil, err

@@ -499,6 +499,9 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 	if relaunch {
 		argv = append(argv, "--relaunch")
 	}
+	if spec.GLX {
+		argv = append(argv, "--glx")
+	}
 	uid := strconv.Itoa(agentUID)
 	scorer := strconv.Itoa(agentUID + 1)
 	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)

@@ -542,6 +542,9 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 	if relaunch {
 		args = append(args, "--relaunch")
 	}
+	if spec.GLX {
+		args = append(args, "--glx")
+	}
 	if uid >= 0 {
 		// guestd stays root in the sandbox (with a few capabilities); the
 		// agent's desktop runs as uid, verifiers as a uid of their own.
