@@ -236,22 +236,23 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	s.procs.killAll()
-	n := killSweep(keep)
+	dying := killPass(keep)
 	if err := s.cfg.AgentCgroups.Thaw(); err != nil {
+		closeAll(dying)
 		return nil, err
 	}
-	for {
-		k := killSweep(keep)
-		n += k
-		if k == 0 {
-			break
+	// Each pass waits for what it killed to exit; a process forked before
+	// its parent's kill shows up in the next pass, and a pass that finds
+	// nothing left ends the sweep.
+	n := 0
+	for len(dying) > 0 {
+		n += len(dying)
+		err := awaitExit(sctx, dying)
+		closeAll(dying)
+		if err != nil {
+			return nil, err
 		}
-		if sctx.Err() != nil {
-			return nil, aci.Errorf(aci.CodeTimeout, "reset: processes kept appearing for %v", resetTimeout)
-		}
-	}
-	if err := awaitGone(sctx, keep); err != nil {
-		return nil, err
+		dying = killPass(keep)
 	}
 	// The score's SIGSTOP sweep stopped the kept session processes too.
 	for p := range keep {
@@ -299,42 +300,51 @@ func (s *Server) relaunch(ctx context.Context) (int, error) {
 	return len(apps), nil
 }
 
-// killSweep SIGKILLs every process that may belong to the episode and is
-// not kept: as PID 1 every process of the namespace, elsewhere guestd's own
-// descendants. It returns how many it signalled.
-func killSweep(keep map[int]bool) int {
-	n := 0
+// killPass SIGKILLs every process that may belong to the episode and is
+// not kept (as PID 1 every process of the namespace, elsewhere guestd's own
+// descendants; zombies are left to the reaper) through a pidfd, and returns
+// the pidfds: each becomes readable when its process has exited.
+func killPass(keep map[int]bool) []int {
+	var fds []int
 	for _, p := range ownProcs() {
 		if keep[p.pid] {
 			continue
 		}
-		if unix.Kill(p.pid, unix.SIGKILL) == nil {
-			n++
+		fd, err := unix.PidfdOpen(p.pid, 0)
+		if err != nil {
+			continue // gone already
 		}
+		if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
+			unix.Close(fd)
+			continue
+		}
+		fds = append(fds, fd)
 	}
-	return n
+	return fds
 }
 
-// awaitGone waits until no process but the kept ones (and zombies the
-// reaper is about to collect) is left.
-func awaitGone(ctx context.Context, keep map[int]bool) error {
-	for {
-		left := 0
-		for _, p := range ownProcs() {
-			if keep[p.pid] {
-				continue
-			}
-			left = p.pid
-			break
+// awaitExit waits until every pidfd's process has exited, or ctx ends.
+func awaitExit(ctx context.Context, fds []int) error {
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for len(pfds) > 0 {
+		if ctx.Err() != nil {
+			return aci.Errorf(aci.CodeTimeout, "reset: %d process(es) did not end", len(pfds))
 		}
-		if left == 0 {
-			return nil
+		// In slices of 50 ms, so that ctx's end is seen.
+		if _, err := unix.Poll(pfds, 50); err != nil && err != unix.EINTR {
+			return aci.Errorf(aci.CodeInternal, "reset: poll pidfds: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			return aci.Errorf(aci.CodeTimeout, "reset: pid %d did not end", left)
-		case <-time.After(time.Millisecond):
-		}
+		pfds = slices.DeleteFunc(pfds, func(p unix.PollFd) bool { return p.Revents != 0 })
+	}
+	return nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 }
 
