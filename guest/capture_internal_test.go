@@ -3,9 +3,12 @@ package guest
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // naiveRGB is the obvious per-pixel conversion and box filter.
@@ -97,6 +100,40 @@ func TestParseKeys(t *testing.T) {
 			if len(got[i]) != n {
 				t.Errorf("parseKeys(%q) chord %d has %d keys; want %d", c.spec, i, len(got[i]), n)
 			}
+		}
+	}
+}
+
+// TestEncodeMessageIsTheEnvelope: a reply encoded in place is byte for byte
+// the wire.Message a separately encoded body would make, and decodes back.
+func TestEncodeMessageIsTheEnvelope(t *testing.T) {
+	shot := &wire.Shot{Hash: strings.Repeat("ab", 16), W: 2, H: 1, Format: aci.FormatRaw, Data: []byte{1, 2, 3, 4, 5, 6}}
+	for _, c := range []struct {
+		body any
+		e    *aci.Error
+	}{{shot, nil}, {&wire.ActResult{Obs: shot}, nil}, {nil, aci.Errorf(aci.CodeTimeout, "late")}, {nil, nil}} {
+		var buf bytes.Buffer
+		if err := encodeMessage(&buf, 7, wire.TypeReply, c.body, c.e); err != nil {
+			t.Fatal(err)
+		}
+		m := wire.Message{ID: 7, Type: wire.TypeReply, Error: c.e}
+		if c.body != nil {
+			b, err := msgpack.Marshal(c.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Body = b
+		}
+		want, err := wire.Encode(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("body %T error %v: in-place encoding differs from the envelope's", c.body, c.e)
+		}
+		got, err := wire.Decode(buf.Bytes())
+		if err != nil || got.ID != 7 || !bytes.Equal(got.Body, m.Body) || (c.e == nil) != (got.Error == nil) {
+			t.Errorf("body %T error %v: decoded %+v, %v", c.body, c.e, got, err)
 		}
 	}
 }

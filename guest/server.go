@@ -340,6 +340,11 @@ func (c *conn) handle(ctx context.Context, m *wire.Message) {
 		return
 	}
 	c.send(m.ID, wire.TypeReply, res, nil)
+	// A raw frame's pixels are a capture buffer: written, they are reused.
+	if sh := shotOf(res); sh != nil && sh.Format == aci.FormatRaw && sh.Data != nil {
+		c.s.x.putBuf(sh.Data)
+		sh.Data = nil
+	}
 }
 
 func (c *conn) reply(id uint64, res any) { c.send(id, wire.TypeReply, res, nil) }
@@ -347,30 +352,22 @@ func (c *conn) reply(id uint64, res any) { c.send(id, wire.TypeReply, res, nil) 
 func (c *conn) replyErr(id uint64, err error) { c.send(id, wire.TypeReply, nil, aci.AsError(err)) }
 
 func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
-	m := wire.Message{ID: id, Type: typ, Error: e}
-	// A frame's reply is megabytes: encode it into buffers sized up front
-	// and reused, rather than grown by doubling for every step
-	// (docs/architecture.md, "Cost of a step").
-	hint := 0
-	if sh, ok := body.(*wire.Shot); ok {
-		hint = len(sh.Data)
+	// A frame's reply is megabytes: encode it once, straight into a buffer
+	// sized up front and reused, rather than encoding the body and then
+	// copying it into the envelope (docs/architecture.md, "Cost of a step").
+	hint := 512
+	if sh := shotOf(body); sh != nil {
+		hint += len(sh.Data)
 	}
-	var bodyBuf *bytes.Buffer
-	if body != nil {
-		bodyBuf = getSendBuf(hint + 4096)
-		defer putSendBuf(bodyBuf)
-		if err := encodeInto(bodyBuf, body); err != nil {
-			m.Error = aci.Errorf(aci.CodeInternal, "encode reply: %v", err)
-		} else {
-			m.Body = bodyBuf.Bytes()
+	buf := getSendBuf(hint)
+	defer putSendBuf(buf)
+	if err := encodeMessage(buf, id, typ, body, e); err != nil {
+		buf.Reset()
+		if err := encodeMessage(buf, id, typ, nil, aci.Errorf(aci.CodeInternal, "encode reply: %v", err)); err != nil {
+			return err
 		}
 	}
-	frameBuf := getSendBuf(len(m.Body) + 512)
-	defer putSendBuf(frameBuf)
-	if err := encodeInto(frameBuf, &m); err != nil {
-		return err
-	}
-	frame := frameBuf.Bytes()
+	frame := buf.Bytes()
 	if len(frame) > wire.MaxFrame {
 		var err error
 		frame, err = wire.Encode(&wire.Message{ID: id, Type: typ, Error: aci.Errorf(aci.CodeTooLarge, "reply of %d bytes exceeds the frame limit", len(frame))})
@@ -384,6 +381,54 @@ func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
 	if err := wire.WriteFrame(c.nc, frame); err != nil {
 		c.nc.Close() // a stuck or broken peer: drop the connection
 		return err
+	}
+	return nil
+}
+
+// encodeMessage writes wire.Message{ID: id, Type: typ, Body: <body
+// encoded>, Error: e} as msgpack: the map wire.Decode reads, with the body
+// encoded in place (the bytes a RawMessage of it would embed).
+func encodeMessage(buf *bytes.Buffer, id uint64, typ string, body any, e *aci.Error) error {
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	n := 2
+	if body != nil {
+		n++
+	}
+	if e != nil {
+		n++
+	}
+	err := enc.EncodeMapLen(n)
+	for _, kv := range []struct {
+		key string
+		v   any
+	}{{"id", id}, {"t", typ}, {"body", body}, {"error", e}} {
+		if err != nil {
+			return err
+		}
+		switch v := kv.v.(type) {
+		case nil:
+			continue
+		case *aci.Error:
+			if v == nil {
+				continue
+			}
+		}
+		if err = enc.EncodeString(kv.key); err == nil {
+			err = enc.Encode(kv.v)
+		}
+	}
+	return err
+}
+
+// shotOf is the frame a reply carries, if any.
+func shotOf(res any) *wire.Shot {
+	switch r := res.(type) {
+	case *wire.Shot:
+		return r
+	case *wire.ActResult:
+		return r.Obs
 	}
 	return nil
 }
