@@ -70,7 +70,7 @@ func (a *admission) wait(ch <-chan struct{}) error {
 
 // DesktopBytes is the memory one live desktop is budgeted (Xvfb, window
 // manager, guestd and a task's apps). Measured in docs/architecture.md,
-// "Bursts": ~36 MiB proportional set per xterm desktop; the budget leaves
+// "Bursts": ~25 MiB proportional set per xterm desktop; the budget leaves
 // room for heavier apps. The default MaxSandboxes is the number of such
 // desktops that fit in 3/4 of the host's memory.
 const DesktopBytes = 64 << 20

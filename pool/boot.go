@@ -19,6 +19,13 @@ func (p *Pool) fill() {
 	// Room for refills excludes what waiting reservations need, so a
 	// slot freed for a restore or fork is not taken by a background refill.
 	limit := p.cfg.MaxSandboxes - p.wanted
+	// Boots a caller waits on come first: while any is in flight, the
+	// pool refills only for callers queued for a warm sandbox, so a burst's
+	// restores do not share the CPU with refills nobody waits for yet
+	// (docs/architecture.md, "Bursts").
+	if p.demand > 0 && len(p.warmQ) == 0 {
+		return
+	}
 	for len(p.warm)+p.booting < p.cfg.Size && p.live < limit {
 		p.booting++
 		p.live++
@@ -32,6 +39,20 @@ func (p *Pool) fill() {
 			p.wg.Add(1)
 			go p.bootReplica(g)
 		}
+	}
+}
+
+// demanding counts n boots a caller waits on until the returned func is
+// called (fill defers refills meanwhile).
+func (p *Pool) demanding(n int) func() {
+	p.mu.Lock()
+	p.demand += n
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.demand -= n
+		p.mu.Unlock()
+		p.poke()
 	}
 }
 

@@ -138,10 +138,12 @@ func (p *Pool) ForkSnapshot(ctx context.Context, snap string, n int) ([]*Lease, 
 	}
 	var ms []*member
 	if reserved > 0 {
+		done := p.demanding(reserved)
 		err := p.retry(ctx, "fork", func() (err error) {
 			ms, err = p.forkOnce(ctx, snap, reserved)
 			return err
 		})
+		done()
 		if err != nil {
 			idle = reset
 			giveUp()

@@ -241,6 +241,7 @@ func (p *Pool) restore(ctx context.Context, snap string, keep *golden, what stri
 	if err := p.reserve(ctx, 1, keep); err != nil {
 		return nil, err
 	}
+	defer p.demanding(1)()
 	var m *member
 	err := p.retry(ctx, "restore "+what, func() (err error) {
 		m, err = p.boot(ctx, snap)

@@ -121,6 +121,7 @@ type Pool struct {
 	resets       uint64
 	resetFails   uint64
 	wanted       int   // sandboxes that reserve calls are waiting for; refills leave them room
+	demand       int   // boots callers wait on (restores, forks): refills wait for them
 	warmQ, roomQ queue // callers waiting for a warm sandbox (Lease) and for room (reserve), oldest first
 	fails        int   // consecutive boot failures (backoff)
 	lastErr      error // last boot failure

@@ -98,7 +98,18 @@ func TestBootFailureRetried(t *testing.T) {
 		t.Errorf("fork boot failures counted: got %d; want 1", got)
 	}
 
+	// No warm sandbox to reset in place either: the one warm is leased
+	// (the filler's refills fail from here on), so the golden lease must
+	// restore, and every restore fails.
+	if err := p.WaitWarm(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
 	f.fail.Store(100)
+	w, err := p.Lease(ctxT(t))
+	if err != nil {
+		t.Fatalf("Lease of the warm sandbox: %v", err)
+	}
+	defer w.Release(context.Background())
 	_, err = p.LeaseGolden(ctxT(t), "k", noop)
 	if !errors.Is(err, pool.ErrSandboxDied) || aci.CodeOf(err) != aci.CodeSandboxDied {
 		t.Fatalf("LeaseGolden with every boot failing: got %v; want sandbox_died", err)
@@ -108,8 +119,8 @@ func TestBootFailureRetried(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if got := f.fail.Load(); got != 97 {
-		t.Errorf("boots tried: %d; want 3", 100-got)
+	if got := f.fail.Load(); 100-got < 3 {
+		t.Errorf("boots tried: %d; want at least the restore's 3 (the filler's refills may add theirs)", 100-got)
 	}
 }
 
