@@ -18,7 +18,6 @@ package process
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -511,119 +510,6 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 	return b.sb, nil
 }
 
-// command builds the init's command line.
-func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) (*exec.Cmd, error) {
-	w, h, d := spec.Width, spec.Height, spec.Depth
-	if w == 0 || h == 0 {
-		w, h = 1280, 800
-	}
-	if d == 0 {
-		d = 24
-	}
-	wm := spec.WM
-	if wm == "" {
-		wm = "openbox"
-	}
-	nproc := p.opts.NProc
-	if spec.Pids > 0 {
-		nproc = uint64(spec.Pids)
-	}
-	home, tmp, sock := sandboxHome, "/tmp", sandboxRun+"/guest.sock"
-	if !p.confined {
-		home, tmp, sock = filepath.Join(b.dir, "home"), filepath.Join(b.dir, "tmp"), b.guestSock()
-	}
-	args := []string{"--session",
-		"--display", ":" + strconv.Itoa(b.display),
-		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
-		"--wm", wm,
-		"--listen", "unix:" + sock,
-		"--state", home + "/.shinken",
-	}
-	if relaunch {
-		args = append(args, "--relaunch")
-	}
-	if spec.GLX {
-		args = append(args, "--glx")
-	}
-	if uid >= 0 {
-		// guestd stays root in the sandbox (with a few capabilities); the
-		// agent's desktop runs as uid, verifiers as a uid of their own.
-		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
-			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
-		if b.cg != nil {
-			args = append(args, "--cgroups", sandboxCgroupDir)
-		}
-	}
-	env := []string{
-		"HOME=" + home,
-		"USER=agent",
-		"LOGNAME=agent",
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"LANG=C.UTF-8",
-		"TMPDIR=" + tmp,
-		"XDG_RUNTIME_DIR=" + tmp + "/runtime",
-		"NO_AT_BRIDGE=1",
-	}
-	if !p.confined {
-		cmd := exec.Command(p.guestd, args...)
-		cmd.Env = env
-		cmd.Dir = home
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		return cmd, nil
-	}
-	cfg := initConfig{
-		Guestd:  p.guestd,
-		Args:    args,
-		Env:     env,
-		Dir:     b.dir,
-		Hide:    []string{p.opts.Root},
-		UID:     -1,
-		GID:     -1,
-		NoFile:  p.opts.NoFile,
-		NProc:   nproc,
-		ShmSize: p.opts.ShmBytes,
-		FSize:   uint64(p.opts.FileBytes),
-		OOMAdj:  sandboxOOMScoreAdj,
-	}
-	if b.cg != nil {
-		cfg.Cgroups = b.cg.binds()
-		cfg.Gate = true
-	}
-	if uid >= 0 {
-		cfg.KeepCaps = guestdCaps
-	}
-	js, err := json.Marshal(&cfg)
-	if err != nil {
-		return nil, fmt.Errorf("process: %w", err)
-	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"shinken-sandbox-init"}
-	cmd.Env = []string{initEnv + "=" + string(js)}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = sysProcAttr()
-	return cmd, nil
-}
-
-// guestdCaps are the capabilities a root guestd keeps: CAP_CHOWN,
-// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_SETGID,
-// CAP_SETUID, and CAP_SYS_PTRACE, with which it reads what the desktop's
-// threads are blocked in to end a settle early (guest/quiesce.go); its pid
-// namespace holds only the sandbox's processes, which CAP_SETUID already
-// puts in its reach.
-var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7, 19}
-
-// scorerUID is the uid a sandbox's verifiers run as: outside the range of
-// agent uids, so no agent of any sandbox shares it.
-func (p *Provider) scorerUID(display int) int {
-	return p.opts.UIDBase + p.opts.DisplayBase + p.opts.Displays + display
-}
-
-// maxSockPath is the longest unix socket path that fits sockaddr_un.
-const maxSockPath = 107
-
-// guestSock is the guest socket's host path.
-func (b *box) guestSock() string { return filepath.Join(b.dir, "run", "guest.sock") }
-
 // Destroy implements pool.Provider: it kills the sandbox's PID 1 (the
 // kernel then kills everything in its pid namespace), waits until it is
 // reaped, then frees its display and removes its directory. Unknown ids
@@ -756,62 +642,6 @@ func (p *Provider) PIDNamespace(id string) string {
 	return ""
 }
 
-// Snapshot implements pool.Snapshotter: the sandbox's home, workspace and
-// /tmp are copied (sockets and X locks skipped) into the snapshot store,
-// with the agent's processes frozen while the copy runs (where the host
-// offers the freezer), never following a link out of the tree, holes kept,
-// and at most Options.SnapshotBytes copied (docs/architecture.md,
-// "Snapshots copy safely").
-func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
-	p.mu.Lock()
-	b := p.boxes[id]
-	p.mu.Unlock()
-	if b == nil {
-		return "", notFound("sandbox", id)
-	}
-	snap := fmt.Sprintf("snap-%d", p.seq.Add(1))
-	dir := filepath.Join(p.runDir, "snapshots", snap)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
-	}
-	thaw := freezeAgent(ctx, b.cg, p.opts.Logf)
-	var err error
-	c := &safecopy.Copy{Ctx: ctx, UID: -1, GID: -1, Max: p.opts.SnapshotBytes, Skip: safecopy.SkipX}
-	for _, d := range writableDirs {
-		if err = c.Tree(b.dir, d, filepath.Join(dir, d)); err != nil {
-			break
-		}
-	}
-	thaw()
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("process: snapshot %s: %w", id, err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		_ = os.RemoveAll(dir)
-		return "", pool.ErrClosed
-	}
-	p.snaps[snap] = dir
-	return snap, nil
-}
-
-// DeleteSnapshot implements pool.Snapshotter.
-func (p *Provider) DeleteSnapshot(ctx context.Context, snap string) error {
-	p.mu.Lock()
-	dir, ok := p.snaps[snap]
-	delete(p.snaps, snap)
-	p.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("process: delete snapshot: %w", err)
-	}
-	return nil
-}
-
 // Close implements pool.Provider: every sandbox is destroyed, every
 // snapshot removed, and the run directory released.
 func (p *Provider) Close(ctx context.Context) error {
@@ -847,20 +677,4 @@ func logTail(path string) string {
 		b = b[len(b)-800:]
 	}
 	return "; log: " + strings.TrimSpace(string(b))
-}
-
-// SnapshotBytes implements pool.SnapshotSizer: the bytes of the snapshot's
-// files (regular files' sizes; directories and links count nothing).
-func (p *Provider) SnapshotBytes(ctx context.Context, snap string) (int64, error) {
-	p.mu.Lock()
-	dir, ok := p.snaps[snap]
-	p.mu.Unlock()
-	if !ok {
-		return 0, notFound("snapshot", snap)
-	}
-	n, err := safecopy.Bytes(ctx, dir)
-	if err != nil {
-		return 0, fmt.Errorf("process: size of snapshot %s: %w", snap, err)
-	}
-	return n, nil
 }

@@ -1,0 +1,125 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/shinken-rl/shinken/pool"
+)
+
+// command builds the init's command line.
+func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) (*exec.Cmd, error) {
+	w, h, d := spec.Width, spec.Height, spec.Depth
+	if w == 0 || h == 0 {
+		w, h = 1280, 800
+	}
+	if d == 0 {
+		d = 24
+	}
+	wm := spec.WM
+	if wm == "" {
+		wm = "openbox"
+	}
+	nproc := p.opts.NProc
+	if spec.Pids > 0 {
+		nproc = uint64(spec.Pids)
+	}
+	home, tmp, sock := sandboxHome, "/tmp", sandboxRun+"/guest.sock"
+	if !p.confined {
+		home, tmp, sock = filepath.Join(b.dir, "home"), filepath.Join(b.dir, "tmp"), b.guestSock()
+	}
+	args := []string{"--session",
+		"--display", ":" + strconv.Itoa(b.display),
+		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
+		"--wm", wm,
+		"--listen", "unix:" + sock,
+		"--state", home + "/.shinken",
+	}
+	if relaunch {
+		args = append(args, "--relaunch")
+	}
+	if spec.GLX {
+		args = append(args, "--glx")
+	}
+	if uid >= 0 {
+		// guestd stays root in the sandbox (with a few capabilities); the
+		// agent's desktop runs as uid, verifiers as a uid of their own.
+		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
+			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
+		if b.cg != nil {
+			args = append(args, "--cgroups", sandboxCgroupDir)
+		}
+	}
+	env := []string{
+		"HOME=" + home,
+		"USER=agent",
+		"LOGNAME=agent",
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8",
+		"TMPDIR=" + tmp,
+		"XDG_RUNTIME_DIR=" + tmp + "/runtime",
+		"NO_AT_BRIDGE=1",
+	}
+	if !p.confined {
+		cmd := exec.Command(p.guestd, args...)
+		cmd.Env = env
+		cmd.Dir = home
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd, nil
+	}
+	cfg := initConfig{
+		Guestd:  p.guestd,
+		Args:    args,
+		Env:     env,
+		Dir:     b.dir,
+		Hide:    []string{p.opts.Root},
+		UID:     -1,
+		GID:     -1,
+		NoFile:  p.opts.NoFile,
+		NProc:   nproc,
+		ShmSize: p.opts.ShmBytes,
+		FSize:   uint64(p.opts.FileBytes),
+		OOMAdj:  sandboxOOMScoreAdj,
+	}
+	if b.cg != nil {
+		cfg.Cgroups = b.cg.binds()
+		cfg.Gate = true
+	}
+	if uid >= 0 {
+		cfg.KeepCaps = guestdCaps
+	}
+	js, err := json.Marshal(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"shinken-sandbox-init"}
+	cmd.Env = []string{initEnv + "=" + string(js)}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = sysProcAttr()
+	return cmd, nil
+}
+
+// guestdCaps are the capabilities a root guestd keeps: CAP_CHOWN,
+// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL, CAP_SETGID,
+// CAP_SETUID, and CAP_SYS_PTRACE, with which it reads what the desktop's
+// threads are blocked in to end a settle early (guest/quiesce.go); its pid
+// namespace holds only the sandbox's processes, which CAP_SETUID already
+// puts in its reach.
+var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7, 19}
+
+// scorerUID is the uid a sandbox's verifiers run as: outside the range of
+// agent uids, so no agent of any sandbox shares it.
+func (p *Provider) scorerUID(display int) int {
+	return p.opts.UIDBase + p.opts.DisplayBase + p.opts.Displays + display
+}
+
+// maxSockPath is the longest unix socket path that fits sockaddr_un.
+const maxSockPath = 107
+
+// guestSock is the guest socket's host path.
+func (b *box) guestSock() string { return filepath.Join(b.dir, "run", "guest.sock") }
