@@ -14,7 +14,6 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
-	"github.com/shinken-rl/shinken/internal/rgbjpeg"
 	"github.com/zeebo/xxh3"
 )
 
@@ -287,6 +286,7 @@ func (d *display) encode(f *frame, format string, quality int) ([]byte, error) {
 	if quality == 0 {
 		quality = defaultJPEGQuality
 	}
-	// Straight from RGB24 too, at about an eighth of image/jpeg's cost.
-	return rgbjpeg.Encode(nil, f.rgb, f.w, f.h, quality)
+	// Straight from RGB24 too, at about an eighth of image/jpeg's cost,
+	// coding only the rows of MCUs that changed.
+	return d.jpeg.Encode(nil, f.rgb, f.w, f.h, quality)
 }

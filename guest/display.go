@@ -17,6 +17,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/internal/rgbjpeg"
 	"github.com/shinken-rl/shinken/internal/rgbpng"
 	"golang.org/x/sys/unix"
 )
@@ -50,11 +51,12 @@ type display struct {
 	bufMu sync.Mutex
 	rgb   []byte // reusable capture buffer
 
-	conv    rgbCache       // the last capture in RGB24 (guarded by sem)
-	png     rgbpng.Encoder // its bands deflated
-	last    lastCapture    // the last capture, for not_modified without capturing (guarded by sem)
-	initial *xInitial      // the X state a reset returns to (guarded by sem)
-	quiet   *quiesce       // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
+	conv    rgbCache        // the last capture in RGB24 (guarded by sem)
+	png     rgbpng.Encoder  // its bands deflated
+	jpeg    rgbjpeg.Encoder // its rows of MCUs coded
+	last    lastCapture     // the last capture, for not_modified without capturing (guarded by sem)
+	initial *xInitial       // the X state a reset returns to (guarded by sem)
+	quiet   *quiesce        // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
 }
 
 func newDisplay(name string) *display {

@@ -29,8 +29,15 @@
 //     nothing; bits collect in a 64-bit accumulator and leave 32 at a
 //     time, with the test for 0xff bytes that need stuffing done on the
 //     whole word.
-//   - Per-call scratch is pooled; a call into a buffer with room allocates
-//     nothing (TestAllocs).
+//   - Successive frames of one screen mostly repeat. The scan has a restart
+//     marker after every row of MCUs, so each row codes from nothing (DC
+//     predictions at zero, a byte boundary) and its bytes depend on its
+//     pixels alone; an Encoder keeps each row's bytes beside a hash of its
+//     pixels and codes again only the rows that changed (one text line:
+//     0.23 ms against 3.4 ms for a whole frame). The markers cost two
+//     bytes and a partial byte per row (+0.2% on the screen below).
+//   - Scratch is kept per Encoder, pooled for Encode; a call into a buffer
+//     with room allocates nothing (TestAllocs).
 //
 // Measured with go test -run '^$' -bench Encode -benchtime 2s -count 5
 // ./internal/rgbjpeg/ (medians, two cores, quality 80), on a 1280x800
@@ -51,8 +58,11 @@ package rgbjpeg
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/zeebo/xxh3"
 )
 
 // encoder is one call's scratch, pooled.
@@ -70,15 +80,52 @@ type encoder struct {
 	shortcuts bool
 }
 
-var encoders = sync.Pool{New: func() any { return new(encoder) }}
+// Encoder encodes frames, reusing the entropy-coded rows of MCUs of the
+// last frame of the same size and quality wherever their pixels are
+// unchanged. The scan has a restart marker after each row of MCUs
+// (T.81 B.2.4.4: the DC predictions start again from zero and the bits
+// from a byte boundary), so a row's bytes depend on its 16 rows of pixels
+// alone; a typed letter re-codes one or two rows of a 1280x800 screen.
+// The zero value is ready; calls on one Encoder take turns.
+type Encoder struct {
+	mu   sync.Mutex
+	e    encoder
+	seed uint64 // random per Encoder: pixels cannot be drawn to collide with a row's hash
+	w, h int
+	qual int
+	fast bool // the shortcuts the cached rows were coded with
+	rows []mcuRow
+}
+
+// mcuRow is one row of MCUs as the last frame coded it.
+type mcuRow struct {
+	sum xxh3.Uint128 // of its rows of pixels
+	seg []byte       // its entropy-coded segment, byte-aligned; nil: none yet
+}
+
+var encoders = sync.Pool{New: func() any { return new(Encoder) }}
 
 // Encode appends the baseline JPEG (JFIF, 8-bit YCbCr, 4:2:0) of the w×h RGB24 image rgb to dst and returns it.
 // quality is 1..100 as in the IJG scale (image/jpeg's Options.Quality scale); out of range is an error.
 func Encode(dst []byte, rgb []byte, w, h, quality int) ([]byte, error) {
-	return encode(dst, rgb, w, h, quality, true)
+	enc := encoders.Get().(*Encoder)
+	defer encoders.Put(enc)
+	return enc.encode(dst, rgb, w, h, quality, true)
 }
 
+// Encode appends the JPEG of the w×h RGB24 image rgb to dst, as the
+// package's Encode does, reusing what it can of the last frame.
+func (enc *Encoder) Encode(dst []byte, rgb []byte, w, h, quality int) ([]byte, error) {
+	return enc.encode(dst, rgb, w, h, quality, true)
+}
+
+// encode is Encode on a fresh Encoder, with the shortcuts as given (tests
+// turn them off to compare).
 func encode(dst []byte, rgb []byte, w, h, quality int, shortcuts bool) ([]byte, error) {
+	return new(Encoder).encode(dst, rgb, w, h, quality, shortcuts)
+}
+
+func (enc *Encoder) encode(dst []byte, rgb []byte, w, h, quality int, shortcuts bool) ([]byte, error) {
 	if w <= 0 || h <= 0 || w > 65535 || h > 65535 {
 		return dst, fmt.Errorf("rgbjpeg: size %dx%d not in 1..65535", w, h)
 	}
@@ -88,39 +135,65 @@ func encode(dst []byte, rgb []byte, w, h, quality int, shortcuts bool) ([]byte, 
 	if quality < 1 || quality > 100 {
 		return dst, fmt.Errorf("rgbjpeg: quality %d not in 1..100", quality)
 	}
-	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
+	enc.mu.Lock()
+	defer enc.mu.Unlock()
+	e := &enc.e
+	if enc.seed == 0 {
+		enc.seed = rand.Uint64() | 1
+	}
 	if e.qual != quality {
 		scaleQuant(&e.qt[0], 0, quality)
 		scaleQuant(&e.qt[1], 1, quality)
 		e.qual = quality
 	}
 	e.shortcuts = shortcuts
-	e.dc = [3]int32{}
-
-	// Screens at usual qualities come to a few percent of the raw size;
-	// start with a sixteenth and let the rest grow as it must.
-	out := slices.Grow(dst, 1024+len(rgb)/16)
-	out = e.header(out, w, h)
-	e.bw = bitWriter{buf: out}
+	if enc.w != w || enc.h != h || enc.qual != quality || enc.fast != shortcuts {
+		enc.w, enc.h, enc.qual, enc.fast = w, h, quality, shortcuts
+		enc.rows = make([]mcuRow, (h+15)/16)
+	}
 	stride := w * 3
-	for y := 0; y < h; y += 16 {
-		for x := 0; x < w; x += 16 {
-			if x+16 <= w && y+16 <= h {
-				e.mcu(rgb[y*stride+x*3:], stride)
-			} else {
-				e.fillEdge(rgb, w, h, x, y)
-				e.mcu(e.edge[:], 16*3)
-			}
+	n := 0
+	for i := range enc.rows {
+		y := i * 16
+		enc.row(&enc.rows[i], rgb, w, h, y, stride)
+		n += len(enc.rows[i].seg) + 2
+	}
+
+	out := slices.Grow(dst, 1024+n)
+	out = e.header(out, w, h)
+	for i, r := range enc.rows {
+		out = append(out, r.seg...)
+		if i < len(enc.rows)-1 {
+			out = append(out, 0xff, 0xd0+byte(i%8)) // RSTm
 		}
 	}
-	out = append(e.bw.finish(), 0xff, 0xd9) // EOI
-	e.bw.buf = nil                          // the pool must not keep the caller's buffer
-	return out, nil
+	return append(out, 0xff, 0xd9), nil // EOI
+}
+
+// row brings r up to date with the row of MCUs whose top is y: coded
+// afresh (DC predictions from zero) unless its pixels hash as before.
+func (enc *Encoder) row(r *mcuRow, rgb []byte, w, h, y, stride int) {
+	sum := xxh3.Hash128Seed(rgb[y*stride:min(y+16, h)*stride], enc.seed)
+	if r.seg != nil && r.sum == sum {
+		return
+	}
+	e := &enc.e
+	e.dc = [3]int32{}
+	e.bw = bitWriter{buf: r.seg[:0]}
+	for x := 0; x < w; x += 16 {
+		if x+16 <= w && y+16 <= h {
+			e.mcu(rgb[y*stride+x*3:], stride)
+		} else {
+			e.fillEdge(rgb, w, h, x, y)
+			e.mcu(e.edge[:], 16*3)
+		}
+	}
+	r.sum, r.seg = sum, e.bw.finish()
+	e.bw.buf = nil
 }
 
 // header appends everything up to the entropy-coded data: SOI, APP0 (JFIF
-// 1.01, no density, no thumbnail), DQT, SOF0, DHT and SOS.
+// 1.01, no density, no thumbnail), DQT, SOF0, DHT, DRI and SOS.
 func (e *encoder) header(b []byte, w, h int) []byte {
 	b = append(b,
 		0xff, 0xd8,
@@ -134,6 +207,9 @@ func (e *encoder) header(b []byte, w, h int) []byte {
 		0xff, 0xc0, 0, 17, 8, byte(h>>8), byte(h), byte(w>>8), byte(w),
 		3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1)
 	b = append(b, dhtSegment...)
+	// A restart interval of one row of MCUs (Encoder).
+	ri := (w + 15) / 16
+	b = append(b, 0xff, 0xdd, 0, 4, byte(ri>>8), byte(ri))
 	// All three components in one scan: Y with the DC/AC tables 0,
 	// chroma with tables 1; the whole spectrum, no successive approximation.
 	return append(b, 0xff, 0xda, 0, 12, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)

@@ -255,6 +255,48 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestEncoderReusesOnlyUnchangedRows encodes a sequence of frames with one
+// Encoder, each changing a few rows (inside one row of MCUs, across two,
+// the partial last one), then the quality, then the size: every JPEG
+// decodes to its frame's size with image/jpeg and is byte for byte what a
+// fresh Encoder writes, so no row of an earlier frame leaks into a later
+// one.
+func TestEncoderReusesOnlyUnchangedRows(t *testing.T) {
+	const w, h = 203, 77
+	r := rand.New(rand.NewPCG(5, 6))
+	rgb := screenImage(w, h, 3)
+	var e Encoder
+	for i, c := range []struct{ y0, y1, q int }{{0, 0, 80}, {3, 4, 80}, {15, 17, 80}, {76, 77, 80}, {40, 41, 80}, {40, 41, 80}, {0, 0, 30}, {0, 77, 30}} {
+		for y := c.y0; y < c.y1; y++ {
+			for x := 0; x < w*3; x++ {
+				rgb[y*w*3+x] = byte(r.IntN(256))
+			}
+		}
+		got, err := e.Encode(nil, rgb, w, h, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decode(got, w, h); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		want, err := encode(nil, rgb, w, h, c.q, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("frame %d (rows %d..%d changed, quality %d): the reusing encoder's JPEG differs from a fresh one's", i, c.y0, c.y1, c.q)
+		}
+	}
+	small := screenImage(31, 9, 2)
+	got, err := e.Encode(nil, small, 31, 9, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decode(got, 31, 9); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAppends(t *testing.T) {
 	prefix := []byte("prefix")
 	out, err := Encode(bytes.Clone(prefix), flatImage(5, 5, 1, 2, 3), 5, 5, 80)
@@ -691,10 +733,18 @@ func BenchmarkEncode(b *testing.B) {
 		{"noise", noiseImage(w, h, 7)},
 	} {
 		rgb := frame.rgb
+		// Every row of MCUs (and every PNG band) changes between frames,
+		// as in a scroll: nothing is reused.
+		touchAll := func(i int) {
+			for y := 0; y < h; y += 16 {
+				rgb[y*w*3+i%(w*3)] ^= 1
+			}
+		}
 		b.Run(frame.name+"/rgbjpeg", func(b *testing.B) {
 			b.SetBytes(int64(len(rgb)))
 			var buf []byte
-			for b.Loop() {
+			for i := 0; b.Loop(); i++ {
+				touchAll(i)
 				var err error
 				if buf, err = Encode(buf[:0], rgb, w, h, q); err != nil {
 					b.Fatal(err)
@@ -713,10 +763,24 @@ func BenchmarkEncode(b *testing.B) {
 			}
 			b.ReportMetric(float64(out.Len()), "bytes")
 		})
+		// A terminal step: one text line (16 rows) changes between frames.
+		b.Run(frame.name+"/rgbjpeg_one_line_changed", func(b *testing.B) {
+			var e Encoder
+			var buf []byte
+			for i := 0; b.Loop(); i++ {
+				rgb[(i%(h/16))*16*w*3+i%(w*3)] ^= 1
+				var err error
+				if buf, err = e.Encode(buf[:0], rgb, w, h, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(buf)), "bytes")
+		})
 		b.Run(frame.name+"/rgbpng", func(b *testing.B) {
 			b.SetBytes(int64(len(rgb)))
 			var buf []byte
-			for b.Loop() {
+			for i := 0; b.Loop(); i++ {
+				touchAll(i)
 				var err error
 				if buf, err = rgbpng.Encode(buf[:0], rgb, w, h); err != nil {
 					b.Fatal(err)
