@@ -12,10 +12,15 @@ import (
 )
 
 // recordQueue is how many frames may wait to be written; recordBatch is
-// the most the writer takes in one go (one directory fsync per batch).
+// the most the writer takes in one go (their files share a journal commit,
+// each directory one fsync); recordLinger is how long the writer waits
+// after a batch's first frame for more to join it: a frame is on disk that
+// much later, and an env stepping 100 times a second fills a batch of
+// several instead of paying a commit per frame.
 const (
-	recordQueue = 32
-	recordBatch = 16
+	recordQueue  = 32
+	recordBatch  = 16
+	recordLinger = 50 * time.Millisecond
 )
 
 // rawS2Format is how a raw (RGB24) frame is stored: S2-compressed, the same
@@ -154,18 +159,21 @@ func (r *frameRecorder) close() {
 func (r *frameRecorder) run() {
 	defer close(r.done)
 	batch := make([]recordJob, 0, recordBatch)
+	linger := time.NewTimer(recordLinger)
+	defer linger.Stop()
 	for j := range r.q {
 		batch = append(batch[:0], j)
-	drain:
+		linger.Reset(recordLinger)
+	gather:
 		for len(batch) < recordBatch {
 			select {
 			case j, ok := <-r.q:
 				if !ok {
-					break drain
+					break gather // shutting down: write what there is
 				}
 				batch = append(batch, j)
-			default:
-				break drain
+			case <-linger.C:
+				break gather
 			}
 		}
 		r.write(batch)

@@ -13,9 +13,12 @@ type FrameFile struct {
 }
 
 // PutFrames stores a batch of frames crash-safely, each once (a frame
-// already stored is left as is): every file is written to a temp file and
-// fsynced, renamed into place, and each directory touched is fsynced once
-// for the whole batch. It returns the first error and stores what it can.
+// already stored is left as is). It goes in phases: every frame is written
+// to a temp file, then each is fsynced, renamed into place, and each
+// directory touched is fsynced once for the whole batch. Written first and
+// synced after, the batch's files share one journal commit on a journaling
+// filesystem instead of taking one each. It returns the first error and
+// stores what it can.
 func (s *Store) PutFrames(frames []FrameFile) error {
 	var first error
 	fail := func(err error) {
@@ -23,9 +26,11 @@ func (s *Store) PutFrames(frames []FrameFile) error {
 			first = err
 		}
 	}
-	type pending struct{ tmp, path string }
-	var done []pending
-	dirs := map[string]bool{}
+	type pending struct {
+		f         *os.File
+		tmp, path string
+	}
+	var todo []pending
 	for _, f := range frames {
 		if !hashRE.MatchString(f.Hash) || !fmtRE.MatchString(f.Format) {
 			fail(fmt.Errorf("trajectory store: invalid frame key %q.%q", f.Hash, f.Format))
@@ -40,15 +45,30 @@ func (s *Store) PutFrames(frames []FrameFile) error {
 			fail(fmt.Errorf("trajectory store: %w", err))
 			continue
 		}
-		tmp, err := writeSynced(dir, filepath.Base(p), f.Data)
+		// CreateTemp makes the file 0600 already: the store is private.
+		tf, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp*")
+		if err == nil {
+			if _, err = tf.Write(f.Data); err != nil {
+				tf.Close()
+				os.Remove(tf.Name())
+			}
+		}
 		if err != nil {
 			fail(fmt.Errorf("trajectory store: frame %s: %w", f.Hash, err))
 			continue
 		}
-		done = append(done, pending{tmp, p})
+		todo = append(todo, pending{tf, tf.Name(), p})
 	}
-	for _, d := range done {
-		if err := os.Rename(d.tmp, d.path); err != nil {
+	dirs := map[string]bool{}
+	for _, d := range todo {
+		err := d.f.Sync()
+		if cerr := d.f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(d.tmp, d.path)
+		}
+		if err != nil {
 			os.Remove(d.tmp)
 			fail(fmt.Errorf("trajectory store: %w", err))
 			continue
@@ -81,26 +101,4 @@ func (s *Store) frameSubdir(dir string) error {
 	}
 	s.subdirs.Store(dir, true)
 	return nil
-}
-
-// writeSynced writes data to a new temp file in dir, fsyncs and closes it,
-// and returns its path.
-func writeSynced(dir, base string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	// CreateTemp makes the file 0600 already: the store is private.
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
 }
