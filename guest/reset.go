@@ -236,23 +236,31 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	s.procs.killAll()
-	dying := killPass(keep)
+	dying, blind := killPass(keep)
 	if err := s.cfg.AgentCgroups.Thaw(); err != nil {
 		closeAll(dying)
 		return nil, err
 	}
 	// Each pass waits for what it killed to exit; a process forked before
 	// its parent's kill shows up in the next pass, and a pass that finds
-	// nothing left ends the sweep.
+	// nothing left ends the sweep. A process without a pidfd to wait on
+	// is looked for again a millisecond later, until the deadline.
 	n := 0
-	for len(dying) > 0 {
-		n += len(dying)
+	for len(dying) > 0 || blind > 0 {
+		n += len(dying) + blind
 		err := awaitExit(sctx, dying)
 		closeAll(dying)
 		if err != nil {
 			return nil, err
 		}
-		dying = killPass(keep)
+		if blind > 0 {
+			select {
+			case <-sctx.Done():
+				return nil, aci.Errorf(aci.CodeTimeout, "reset: %d process(es) did not end", blind)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		dying, blind = killPass(keep)
 	}
 	// The score's SIGSTOP sweep stopped the kept session processes too.
 	for p := range keep {
@@ -303,24 +311,35 @@ func (s *Server) relaunch(ctx context.Context) (int, error) {
 // killPass SIGKILLs every process that may belong to the episode and is
 // not kept (as PID 1 every process of the namespace, elsewhere guestd's own
 // descendants; zombies are left to the reaper) through a pidfd, and returns
-// the pidfds: each becomes readable when its process has exited.
-func killPass(keep map[int]bool) []int {
-	var fds []int
+// the pidfds, each readable once its process has exited, and how many
+// processes it could not wait on that way: signalled by pid where no pidfd
+// could be opened (an old kernel, a seccomp filter), or refusing the
+// signal. Those are found again by the next pass, so the sweep fails
+// closed: it ends only when none is left, or at its deadline.
+func killPass(keep map[int]bool) (fds []int, blind int) {
 	for _, p := range ownProcs() {
 		if keep[p.pid] {
 			continue
 		}
 		fd, err := unix.PidfdOpen(p.pid, 0)
-		if err != nil {
+		if errors.Is(err, unix.ESRCH) {
 			continue // gone already
 		}
-		if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
+		if err != nil {
+			unix.Kill(p.pid, unix.SIGKILL)
+			blind++
+			continue
+		}
+		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 			unix.Close(fd)
+			if !errors.Is(err, unix.ESRCH) {
+				blind++
+			}
 			continue
 		}
 		fds = append(fds, fd)
 	}
-	return fds
+	return fds, blind
 }
 
 // awaitExit waits until every pidfd's process has exited, or ctx ends.
