@@ -236,31 +236,9 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	s.procs.killAll()
-	dying, blind := killPass(keep)
-	if err := s.cfg.AgentCgroups.Thaw(); err != nil {
-		closeAll(dying)
+	n, err := sweep(sctx, keep, s.cfg.AgentCgroups.Thaw)
+	if err != nil {
 		return nil, err
-	}
-	// Each pass waits for what it killed to exit; a process forked before
-	// its parent's kill shows up in the next pass, and a pass that finds
-	// nothing left ends the sweep. A process without a pidfd to wait on
-	// is looked for again a millisecond later, until the deadline.
-	n := 0
-	for len(dying) > 0 || blind > 0 {
-		n += len(dying) + blind
-		err := awaitExit(sctx, dying)
-		closeAll(dying)
-		if err != nil {
-			return nil, err
-		}
-		if blind > 0 {
-			select {
-			case <-sctx.Done():
-				return nil, aci.Errorf(aci.CodeTimeout, "reset: %d process(es) did not end", blind)
-			case <-time.After(time.Millisecond):
-			}
-		}
-		dying, blind = killPass(keep)
 	}
 	// The score's SIGSTOP sweep stopped the kept session processes too.
 	for p := range keep {
@@ -308,6 +286,48 @@ func (s *Server) relaunch(ctx context.Context) (int, error) {
 	return len(apps), nil
 }
 
+// sweep kills every process that may belong to the episode and is not kept
+// and returns once none is left, with how many kills it sent; thaw runs
+// after the first pass's kills are sent (a frozen process cannot die, and
+// a thawed one with SIGKILL pending runs no code). Each pass waits for what
+// it killed to exit; a process forked before its parent's kill shows up in
+// the next pass, and a pass that finds nothing left ends the sweep. A
+// process without a pidfd to wait on is looked for again a millisecond
+// later, until ctx's deadline: then the sweep fails, and the reset with it.
+func sweep(ctx context.Context, keep map[int]bool, thaw func() error) (int, error) {
+	dying, blind := killPass(keep)
+	if err := thaw(); err != nil {
+		closeAll(dying)
+		return 0, err
+	}
+	n := 0
+	for len(dying) > 0 || blind > 0 {
+		n += len(dying) + blind
+		err := awaitExit(ctx, dying)
+		closeAll(dying)
+		if err != nil {
+			return n, err
+		}
+		if blind > 0 {
+			select {
+			case <-ctx.Done():
+				return n, aci.Errorf(aci.CodeTimeout, "reset: %d process(es) did not end", blind)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		dying, blind = killPass(keep)
+	}
+	return n, nil
+}
+
+// The syscalls killPass makes, replaced in a test by ones that fail as an
+// old kernel or a seccomp filter would.
+var (
+	pidfdOpen   = unix.PidfdOpen
+	pidfdSignal = unix.PidfdSendSignal
+	killPid     = unix.Kill
+)
+
 // killPass SIGKILLs every process that may belong to the episode and is
 // not kept (as PID 1 every process of the namespace, elsewhere guestd's own
 // descendants; zombies are left to the reaper) through a pidfd, and returns
@@ -321,16 +341,16 @@ func killPass(keep map[int]bool) (fds []int, blind int) {
 		if keep[p.pid] {
 			continue
 		}
-		fd, err := unix.PidfdOpen(p.pid, 0)
+		fd, err := pidfdOpen(p.pid, 0)
 		if errors.Is(err, unix.ESRCH) {
 			continue // gone already
 		}
 		if err != nil {
-			unix.Kill(p.pid, unix.SIGKILL)
+			killPid(p.pid, unix.SIGKILL)
 			blind++
 			continue
 		}
-		if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		if err := pidfdSignal(fd, unix.SIGKILL, nil, 0); err != nil {
 			unix.Close(fd)
 			if !errors.Is(err, unix.ESRCH) {
 				blind++
