@@ -399,25 +399,24 @@ func encodeMessage(buf *bytes.Buffer, id uint64, typ string, body any, e *aci.Er
 	if e != nil {
 		n++
 	}
-	err := enc.EncodeMapLen(n)
-	for _, kv := range []struct {
-		key string
-		v   any
-	}{{"id", id}, {"t", typ}, {"body", body}, {"error", e}} {
-		if err != nil {
+	field := func(key string, v any) error {
+		if err := enc.EncodeString(key); err != nil {
 			return err
 		}
-		switch v := kv.v.(type) {
-		case nil:
-			continue
-		case *aci.Error:
-			if v == nil {
-				continue
-			}
-		}
-		if err = enc.EncodeString(kv.key); err == nil {
-			err = enc.Encode(kv.v)
-		}
+		return enc.Encode(v)
+	}
+	err := enc.EncodeMapLen(n)
+	if err == nil {
+		err = field("id", id)
+	}
+	if err == nil {
+		err = field("t", typ)
+	}
+	if err == nil && body != nil {
+		err = field("body", body)
+	}
+	if err == nil && e != nil {
+		err = field("error", e)
 	}
 	return err
 }

@@ -123,10 +123,11 @@ func (p *Pool) resetWarm(ctx context.Context, g *golden) *Lease {
 		return nil
 	}
 	p.poke() // the filler replaces it
-	err := p.resetInPlace(ctx, m, g.snap)
-	p.resetDone(err)
+	if len(p.resetAll(ctx, []*member{m}, g.snap)) == 0 {
+		return nil // retired
+	}
 	p.mu.Lock()
-	if err != nil || p.closed {
+	if p.closed {
 		p.mu.Unlock()
 		p.retire(m)
 		return nil

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
@@ -88,6 +89,38 @@ type Spec struct {
 	GLX           bool   // the X server offers OpenGL (Mesa's software renderer)
 	MemoryBytes   int64  // 0: provider default
 	Pids          int    // 0: provider default
+}
+
+// SessionArgs is the session part of guestd's command line that every
+// provider starts a sandbox with: the display, the screen and window
+// manager (the defaults filled in), GLX, where guestd listens and keeps its
+// state, and --relaunch when the sandbox comes from a snapshot.
+func (s Spec) SessionArgs(display, listen, state string, relaunch bool) []string {
+	w, h, d := s.Width, s.Height, s.Depth
+	if w == 0 || h == 0 {
+		w, h = 1280, 800
+	}
+	if d == 0 {
+		d = 24
+	}
+	wm := s.WM
+	if wm == "" {
+		wm = "openbox"
+	}
+	args := []string{"--session",
+		"--display", display,
+		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
+		"--wm", wm,
+		"--listen", listen,
+		"--state", state,
+	}
+	if relaunch {
+		args = append(args, "--relaunch")
+	}
+	if s.GLX {
+		args = append(args, "--glx")
+	}
+	return args
 }
 
 // Sandbox is one live desktop. Its guest answers on GuestNetwork/GuestAddr.

@@ -470,17 +470,6 @@ func (p *Provider) start(ctx context.Context, snap string, spec pool.Spec) (*poo
 // guestd, and the snapshot seed when restoring from one).
 func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID int) (*container.Config, *container.HostConfig) {
 	relaunch := seed != ""
-	w, h, d := spec.Width, spec.Height, spec.Depth
-	if w == 0 || h == 0 {
-		w, h = 1280, 800
-	}
-	if d == 0 {
-		d = 24
-	}
-	wm := spec.WM
-	if wm == "" {
-		wm = "openbox"
-	}
 	mem := spec.MemoryBytes
 	if mem == 0 {
 		mem = DefaultMemory
@@ -489,19 +478,7 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 	if pids == 0 {
 		pids = DefaultPids
 	}
-	argv := []string{guestdPath, "--session",
-		"--display", ":0",
-		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
-		"--wm", wm,
-		"--listen", "unix:" + sockDir + "/" + sockName,
-		"--state", agentHome + "/.shinken",
-	}
-	if relaunch {
-		argv = append(argv, "--relaunch")
-	}
-	if spec.GLX {
-		argv = append(argv, "--glx")
-	}
+	argv := append([]string{guestdPath}, spec.SessionArgs(":0", "unix:"+sockDir+"/"+sockName, agentHome+"/.shinken", relaunch)...)
 	uid := strconv.Itoa(agentUID)
 	scorer := strconv.Itoa(agentUID + 1)
 	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)

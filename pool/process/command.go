@@ -13,17 +13,6 @@ import (
 
 // command builds the init's command line.
 func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) (*exec.Cmd, error) {
-	w, h, d := spec.Width, spec.Height, spec.Depth
-	if w == 0 || h == 0 {
-		w, h = 1280, 800
-	}
-	if d == 0 {
-		d = 24
-	}
-	wm := spec.WM
-	if wm == "" {
-		wm = "openbox"
-	}
 	nproc := p.opts.NProc
 	if spec.Pids > 0 {
 		nproc = uint64(spec.Pids)
@@ -32,19 +21,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 	if !p.confined {
 		home, tmp, sock = filepath.Join(b.dir, "home"), filepath.Join(b.dir, "tmp"), b.guestSock()
 	}
-	args := []string{"--session",
-		"--display", ":" + strconv.Itoa(b.display),
-		"--screen", fmt.Sprintf("%dx%dx%d", w, h, d),
-		"--wm", wm,
-		"--listen", "unix:" + sock,
-		"--state", home + "/.shinken",
-	}
-	if relaunch {
-		args = append(args, "--relaunch")
-	}
-	if spec.GLX {
-		args = append(args, "--glx")
-	}
+	args := spec.SessionArgs(":"+strconv.Itoa(b.display), "unix:"+sock, home+"/.shinken", relaunch)
 	if uid >= 0 {
 		// guestd stays root in the sandbox (with a few capabilities); the
 		// agent's desktop runs as uid, verifiers as a uid of their own.
