@@ -450,6 +450,83 @@ func (x *xconn) wmRunning() bool {
 	return ok && self == w
 }
 
+// wmProbe is wmServing's state across calls: the unmapped window whose
+// frame extents are asked for, on the connection that made it.
+type wmProbe struct {
+	x   *xconn
+	win xproto.Window
+}
+
+// wmServing reports whether the window manager's event loop runs. Claiming
+// the root comes first in a WM's start (wmRunning; openbox claims it, then
+// loads its configuration, theme and fonts, and only then handles events),
+// and a window mapped in between is managed late: an Xt client such as
+// xterm waits out its 5 s wmTimeout for a ConfigureNotify, and the window
+// may map unfocused. So once the root is claimed, an unmapped window of
+// this connection asks for its frame extents (EWMH
+// _NET_REQUEST_FRAME_EXTENTS), which only the event loop answers, by
+// setting _NET_FRAME_EXTENTS on it; the request is sent again on each call
+// until it is answered, since a WM may drop what came during its start. A
+// WM that does not list the request in _NET_SUPPORTED serves once it holds
+// the root.
+func (x *xconn) wmServing(pr *wmProbe) (bool, error) {
+	if !x.wmRunning() {
+		return false, nil
+	}
+	req, err := x.atom("_NET_REQUEST_FRAME_EXTENTS")
+	if err != nil {
+		return false, err
+	}
+	if pr.x != x {
+		if ok, err := x.supported(req); err != nil || !ok {
+			return !ok, err
+		}
+		win, err := xproto.NewWindowId(x.c)
+		if err != nil {
+			return false, err
+		}
+		if err := xproto.CreateWindowChecked(x.c, 0, win, x.root, 0, 0, 1, 1, 0, xproto.WindowClassInputOutput, 0, 0, nil).Check(); err != nil {
+			return false, fmt.Errorf("create window: %w", err)
+		}
+		pr.x, pr.win = x, win
+	} else {
+		extents, err := x.atom("_NET_FRAME_EXTENTS")
+		if err != nil {
+			return false, err
+		}
+		r, err := xproto.GetProperty(x.c, false, pr.win, extents, xproto.AtomCardinal, 0, 4).Reply()
+		if err != nil {
+			return false, err
+		}
+		if r.Format == 32 && r.ValueLen == 4 {
+			return true, nil
+		}
+	}
+	ev := xproto.ClientMessageEvent{Format: 32, Window: pr.win, Type: req, Data: xproto.ClientMessageDataUnionData32New(make([]uint32, 5))}
+	if err := xproto.SendEventChecked(x.c, false, x.root, xproto.EventMaskSubstructureNotify|xproto.EventMaskSubstructureRedirect, string(ev.Bytes())).Check(); err != nil {
+		return false, fmt.Errorf("request frame extents: %w", err)
+	}
+	return false, nil
+}
+
+// supported reports whether the window manager lists a in _NET_SUPPORTED.
+func (x *xconn) supported(a xproto.Atom) (bool, error) {
+	prop, err := x.atom("_NET_SUPPORTED")
+	if err != nil {
+		return false, err
+	}
+	r, err := xproto.GetProperty(x.c, false, x.root, prop, xproto.AtomAtom, 0, 4096).Reply()
+	if err != nil {
+		return false, err
+	}
+	for i := 0; r.Format == 32 && i+4 <= len(r.Value); i += 4 {
+		if xproto.Atom(xgb.Get32(r.Value[i:])) == a {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // windowProp reads a WINDOW-typed (32-bit) property's first value.
 func (x *xconn) windowProp(w xproto.Window, prop xproto.Atom) (xproto.Window, bool) {
 	r, err := xproto.GetProperty(x.c, false, w, prop, xproto.AtomAny, 0, 1).Reply()

@@ -63,8 +63,8 @@ type Session struct {
 }
 
 // StartSession starts Xvfb and the window manager and returns once the X
-// server answers a connection and the WM has claimed the root
-// (_NET_SUPPORTING_WM_CHECK): readiness is probed, never slept for. ctx
+// server answers a connection and the WM serves it (wmServing): readiness
+// is probed, never slept for. ctx
 // bounds the start-up; on failure everything started is ended.
 func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Screen == "" {
@@ -337,16 +337,21 @@ func waitX(ctx context.Context, display string, xDone <-chan struct{}) error {
 	}, xDone)
 }
 
-// AwaitWM waits until a window manager has claimed display's root
-// (_NET_SUPPORTING_WM_CHECK names a live window), for a desktop started
-// elsewhere (bench's baseline); ctx bounds the wait.
+// AwaitWM waits until a window manager serves display (wmServing), for a
+// desktop started elsewhere (bench's baseline); ctx bounds the wait.
 func AwaitWM(ctx context.Context, display string) error { return waitWM(ctx, display, nil, nil) }
 
 func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) error {
 	d := newDisplay(display)
-	defer d.close()
+	defer d.close() // the probe window goes with the connection
+	var pr wmProbe
 	return probe(ctx, "waiting for the window manager on "+display, func() bool {
-		ok, err := d.wmAlive(ctx, xTimeout)
+		var ok bool
+		err := d.runWithin(ctx, xTimeout, func(x *xconn) error {
+			var err error
+			ok, err = x.wmServing(&pr)
+			return err
+		})
 		return err == nil && ok
 	}, wmDone, xDone)
 }
