@@ -124,7 +124,9 @@ func TestStepCostOnRealServer(t *testing.T) {
 		t.Fatalf("go build envserver: %v\n%s", err, out)
 	}
 	b.opts.Envserver = filepath.Join(dir, "envserver")
-	b.sz.costSteps = 4
+	// CPU is read in clock ticks (10 ms): enough steps that a cheap
+	// format's run reads more than zero of them.
+	b.sz.costSteps = 16
 	b.sz.costWarmup = 2
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -136,8 +138,8 @@ func TestStepCostOnRealServer(t *testing.T) {
 		t.Fatalf("got %d runs; want 3 (png, raw, jpeg)", len(sc.Runs))
 	}
 	for _, r := range sc.Runs {
-		if r.Steps != 4 || r.CPUPerStepMS <= 0 || r.Changed <= 0 || r.FrameBytes <= 0 {
-			t.Errorf("%s: got %d steps, %.2f CPU ms/step, %.2f changed, %.0f frame bytes; want 4 steps and the rest positive", r.Format, r.Steps, r.CPUPerStepMS, r.Changed, r.FrameBytes)
+		if r.Steps != 16 || r.CPUPerStepMS <= 0 || r.Changed <= 0 || r.FrameBytes <= 0 {
+			t.Errorf("%s: got %d steps, %.2f CPU ms/step, %.2f changed, %.0f frame bytes; want 16 steps and the rest positive", r.Format, r.Steps, r.CPUPerStepMS, r.Changed, r.FrameBytes)
 		}
 		for _, ph := range []string{"act", "capture", "encode", "http"} {
 			if _, ok := r.Phases[ph]; !ok {
