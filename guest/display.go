@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -490,15 +491,11 @@ func (x *xconn) wmServing(pr *wmProbe) (bool, error) {
 		}
 		pr.x, pr.win = x, win
 	} else {
-		extents, err := x.atom("_NET_FRAME_EXTENTS")
+		ext, err := x.prop32(pr.win, "_NET_FRAME_EXTENTS", xproto.AtomCardinal, 4)
 		if err != nil {
 			return false, err
 		}
-		r, err := xproto.GetProperty(x.c, false, pr.win, extents, xproto.AtomCardinal, 0, 4).Reply()
-		if err != nil {
-			return false, err
-		}
-		if r.Format == 32 && r.ValueLen == 4 {
+		if len(ext) == 4 {
 			return true, nil
 		}
 	}
@@ -511,20 +508,26 @@ func (x *xconn) wmServing(pr *wmProbe) (bool, error) {
 
 // supported reports whether the window manager lists a in _NET_SUPPORTED.
 func (x *xconn) supported(a xproto.Atom) (bool, error) {
-	prop, err := x.atom("_NET_SUPPORTED")
+	atoms, err := x.prop32(x.root, "_NET_SUPPORTED", xproto.AtomAtom, 4096)
+	return slices.Contains(atoms, uint32(a)), err
+}
+
+// prop32 reads up to max values of w's 32-bit property name; none when it
+// is unset or of another format.
+func (x *xconn) prop32(w xproto.Window, name string, typ xproto.Atom, max uint32) ([]uint32, error) {
+	prop, err := x.atom(name)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	r, err := xproto.GetProperty(x.c, false, x.root, prop, xproto.AtomAtom, 0, 4096).Reply()
-	if err != nil {
-		return false, err
+	r, err := xproto.GetProperty(x.c, false, w, prop, typ, 0, max).Reply()
+	if err != nil || r.Format != 32 {
+		return nil, err
 	}
-	for i := 0; r.Format == 32 && i+4 <= len(r.Value); i += 4 {
-		if xproto.Atom(xgb.Get32(r.Value[i:])) == a {
-			return true, nil
-		}
+	out := make([]uint32, 0, r.ValueLen)
+	for i := 0; i+4 <= len(r.Value); i += 4 {
+		out = append(out, xgb.Get32(r.Value[i:]))
 	}
-	return false, nil
+	return out, nil
 }
 
 // windowProp reads a WINDOW-typed (32-bit) property's first value.
