@@ -72,17 +72,17 @@ func TestFrameCacheBound(t *testing.T) {
 	if size > 100 || n != 3 {
 		t.Errorf("got %d entries, %d bytes; want 3 entries within 100 bytes", n, size)
 	}
-	if _, ok := c.get(frameKey{hash: "a", format: "png"}); ok {
+	if _, ok := c.getStored(frameKey{hash: "a", format: "png"}); ok {
 		t.Errorf("oldest entry survived eviction")
 	}
-	if _, ok := c.get(frameKey{hash: "j", format: "png"}); !ok {
+	if _, ok := c.getStored(frameKey{hash: "j", format: "png"}); !ok {
 		t.Errorf("newest entry evicted")
 	}
 	if got := c.recent("png", 0, 2); len(got) != 2 || got[0] != "j" {
 		t.Errorf("recent: got %v; want [j i]", got)
 	}
 	c.put(frameKey{hash: "big", format: "png"}, make([]byte, 101))
-	if _, ok := c.get(frameKey{hash: "big", format: "png"}); ok {
+	if _, ok := c.getStored(frameKey{hash: "big", format: "png"}); ok {
 		t.Errorf("a frame over the bound was cached")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,57 @@ func (s *Server) observeFor(o *api.Observe) (api.Observe, error) {
 type batch struct {
 	obs  api.Observe
 	have map[string]bool
+
+	mu   sync.Mutex
+	lent []*[]byte // rawBufs this batch's frames were decoded into
+}
+
+// decodeStored is decodeStored for this batch's reply: a raw frame is
+// decoded into a buffer from rawBufs that the written reply hands back
+// (batchReply.release), so its bytes must not be kept past the reply.
+func (b *batch) decodeStored(format string, stored []byte, ok bool) ([]byte, bool) {
+	if !ok || format != aci.FormatRaw {
+		return stored, ok
+	}
+	p, _ := rawBufs.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	raw, err := decodeRawS2(*p, stored)
+	if err != nil {
+		rawBufs.Put(p)
+		return nil, false
+	}
+	*p = raw[:0]
+	b.mu.Lock()
+	b.lent = append(b.lent, p)
+	b.mu.Unlock()
+	return raw, true
+}
+
+// cached is k's frame from c as b's reply delivers it.
+func (b *batch) cached(c *frameCache, k frameKey) ([]byte, bool) {
+	stored, ok := c.getStored(k)
+	return b.decodeStored(k.format, stored, ok)
+}
+
+// batchReply is a batch's reply as written, with the buffers its raw
+// frames lend (encoded as the api.BatchReply it embeds).
+type batchReply struct {
+	*api.BatchReply
+	b *batch
+}
+
+// release hands the reply's raw frame buffers back; call it once the reply
+// is written and nothing refers to its frames.
+func (r *batchReply) release() {
+	r.b.mu.Lock()
+	lent := r.b.lent
+	r.b.lent = nil
+	r.b.mu.Unlock()
+	for _, p := range lent {
+		rawBufs.Put(p)
+	}
 }
 
 func (s *Server) newBatch(o *api.Observe, have []string) (*batch, error) {
@@ -122,7 +174,7 @@ type slot struct {
 }
 
 // reply assembles a batch reply: every frame once, none the client has.
-func (s *Server) reply(b *batch, slots []slot) *api.BatchReply {
+func (s *Server) reply(b *batch, slots []slot) *batchReply {
 	r := &api.BatchReply{Results: make([]api.Result, len(slots)), Frames: map[string][]byte{}}
 	for i, sl := range slots {
 		r.Results[i] = sl.res
@@ -140,7 +192,7 @@ func (s *Server) reply(b *batch, slots []slot) *api.BatchReply {
 		r.Frames[h] = sl.data
 		s.m.framesSent.WithLabelValues("sent").Inc()
 	}
-	return r
+	return &batchReply{r, b}
 }
 
 // fanOut runs fn for each of n slots concurrently, bounded by the server's
@@ -330,29 +382,33 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 	var data []byte
 	switch {
 	case !shot.NotModified:
-		data = shot.Data
 		s.m.frames.WithLabelValues("encoded").Inc()
-		s.recordFrame(ctx, key, s.cache.put(key, data))
+		var err error
+		if data, err = s.keepFrame(ctx, b, key, shot); err != nil {
+			return nil, nil, nil, err
+		}
 	case b.have[shot.Hash]:
 		s.m.frames.WithLabelValues("not_modified").Inc()
 	default:
 		s.m.frames.WithLabelValues("not_modified").Inc()
 		var ok bool
-		if data, ok = s.cache.get(key); ok {
+		if data, ok = b.cached(s.cache, key); ok {
 			s.m.frames.WithLabelValues("cache_hit").Inc()
 			break
 		}
 		// Evicted between the guest's answer and now: capture for real.
 		s.m.frames.WithLabelValues("cache_miss").Inc()
-		args := wire.ObserveArgs{Observe: b.obs}
+		args := wire.ObserveArgs{Observe: s.guestObserve(e, b.obs)}
 		fresh, err := e.lease.Guest().Screenshot(ctx, args)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		shot, data = fresh, fresh.Data
+		shot = fresh
 		s.m.frames.WithLabelValues("encoded").Inc()
 		key.hash = fresh.Hash
-		s.recordFrame(ctx, key, s.cache.put(key, data))
+		if data, err = s.keepFrame(ctx, b, key, shot); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	e.lastFrame = shot.Hash
 	e.lastTimings = shot.Timings
@@ -372,7 +428,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 // observeArgs builds a capture request whose if_none_match lists every hash
 // whose bytes the server or the client already holds in this encoding.
 func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
-	args := wire.ObserveArgs{Observe: b.obs}
+	args := wire.ObserveArgs{Observe: s.guestObserve(e, b.obs)}
 	s.a11yArgs(e, &args)
 	inm := s.cache.recent(b.obs.Format, b.obs.Quality, 16)
 	if e.lastFrame != "" {
@@ -386,6 +442,37 @@ func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	}
 	args.IfNoneMatch = inm
 	return args
+}
+
+// guestObserve is o as asked of e's guest: a raw frame in its S2 form
+// (wire.FormatRawS2) where the guest offers it, which crosses the guest
+// socket at a twentieth of the size and is what the cache keeps anyway.
+func (s *Server) guestObserve(e *env, o aci.Observe) aci.Observe {
+	if o.Format == aci.FormatRaw && slices.Contains(e.lease.Guest().Welcome().Formats, wire.FormatRawS2) {
+		o.Format = wire.FormatRawS2
+	}
+	return o
+}
+
+// keepFrame puts a new frame into the shared cache and the recorder and
+// returns the bytes b's reply delivers (nil when its client has them): a
+// raws2 frame is kept as sent and decoded for delivery only.
+func (s *Server) keepFrame(ctx context.Context, b *batch, k frameKey, shot *wire.Shot) ([]byte, error) {
+	if shot.Format != wire.FormatRawS2 {
+		s.recordFrame(ctx, k, s.cache.put(k, shot.Data))
+		return shot.Data, nil
+	}
+	var data []byte
+	if !b.have[shot.Hash] {
+		var ok bool
+		if data, ok = b.decodeStored(aci.FormatRaw, shot.Data, true); !ok {
+			// The declared size was checked on arrival; the body is broken.
+			return nil, aci.Errorf(aci.CodeInternal, "guest sent an undecodable raws2 frame")
+		}
+	}
+	s.cache.putStored(k, shot.Data)
+	s.recordFrame(ctx, k, shot.Data)
+	return data, nil
 }
 
 // recordFrame hands a new frame, as the frame cache stores it, to the

@@ -26,7 +26,7 @@ type origin struct {
 	checkpoint       string
 }
 
-func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*api.BatchReply, error) {
+func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, error) {
 	if req.N < 1 {
 		return nil, aci.Errorf(aci.CodeBadRequest, "fork n must be at least 1")
 	}

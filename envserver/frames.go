@@ -33,12 +33,6 @@ func newFrameCache(maxBytes int64) *frameCache {
 	return &frameCache{lru.New[frameKey](maxBytes)}
 }
 
-// get returns k's encoded bytes (a raw frame decoded: its own copy).
-func (c *frameCache) get(k frameKey) ([]byte, bool) {
-	b, ok := c.lru.Get(k)
-	return decodeStored(k.format, b, ok)
-}
-
 // getStored returns k's bytes as the cache holds them (a raw frame
 // S2-compressed; decodeStored turns them back).
 func (c *frameCache) getStored(k frameKey) ([]byte, bool) { return c.lru.Get(k) }
@@ -56,6 +50,10 @@ func (c *frameCache) put(k frameKey, data []byte) (stored []byte) {
 	c.lru.Put(k, stored)
 	return stored
 }
+
+// putStored stores a frame already in the cache's form (a raw frame as
+// S2, straight from a guest that sends it so).
+func (c *frameCache) putStored(k frameKey, stored []byte) { c.lru.Put(k, stored) }
 
 // recent returns up to n hashes most recently used with this encoding, the
 // candidates a guest may answer not_modified against.
@@ -105,9 +103,15 @@ func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
 	if !ok || format != aci.FormatRaw {
 		return b, ok
 	}
-	raw, err := decodeRawS2(b)
+	raw, err := decodeRawS2(nil, b)
 	if err != nil {
 		return nil, false // only the cache wrote it; unreadable is a miss
 	}
 	return raw, true
 }
+
+// rawBufs holds the buffers raw frames are decoded into for delivery
+// (batch.decodeStored), handed back once the reply is written: a fresh
+// 3 MB buffer per raw step costs a page fault per 4 KiB page on first
+// touch (docs/architecture.md, "Cost of a step").
+var rawBufs sync.Pool // *[]byte

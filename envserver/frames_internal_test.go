@@ -36,12 +36,13 @@ func TestFrameCacheKeepsRawCompressed(t *testing.T) {
 		t.Errorf("cache holds %d bytes; want %d (the compressed raw frame and the png)", held, len(stored)+len(png))
 	}
 
-	got, ok := c.get(rk)
+	b := &batch{}
+	got, ok := b.cached(c, rk)
 	if !ok || !bytes.Equal(got, raw) {
 		t.Fatalf("get raw: ok %v, equal %v", ok, bytes.Equal(got, raw))
 	}
 	got[0] ^= 0xff // a reader's copy is its own
-	if again, _ := c.get(rk); !bytes.Equal(again, raw) {
+	if again, _ := b.cached(c, rk); !bytes.Equal(again, raw) {
 		t.Error("changing one read's bytes changed the cached frame")
 	}
 	if s, ok := c.getStored(rk); !ok || !bytes.Equal(s, stored) {
@@ -52,12 +53,19 @@ func TestFrameCacheKeepsRawCompressed(t *testing.T) {
 	if got, format, ok := c.peekHash("aa", api.Observe{Format: aci.FormatPNG}); !ok || format != aci.FormatRaw || !bytes.Equal(got, raw) {
 		t.Errorf("peekHash raw: ok %v, format %q, equal %v", ok, format, bytes.Equal(got, raw))
 	}
-	if got, ok := c.get(pk); !ok || !bytes.Equal(got, png) {
+	if got, ok := b.cached(c, pk); !ok || !bytes.Equal(got, png) {
 		t.Errorf("get png: %q, %v", got, ok)
 	}
 	// Corrupt stored bytes read as a miss, never as a frame.
 	c.lru.Put(frameKey{hash: "cc", format: aci.FormatRaw}, []byte{0xff, 0xff, 0xff, 0xff, 0x0f})
-	if _, ok := c.get(frameKey{hash: "cc", format: aci.FormatRaw}); ok {
+	if _, ok := b.cached(c, frameKey{hash: "cc", format: aci.FormatRaw}); ok {
 		t.Error("a corrupt stored raw frame was read as a hit")
+	}
+	if len(b.lent) != 2 {
+		t.Errorf("the batch lent %d buffers for two raw reads; want 2", len(b.lent))
+	}
+	(&batchReply{b: b}).release()
+	if len(b.lent) != 0 {
+		t.Error("release kept lent buffers")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -24,16 +25,17 @@ const (
 )
 
 // rawS2Format is how a raw (RGB24) frame is stored: S2-compressed, the same
-// bytes once decoded (docs/architecture.md, "Recording frames").
-const rawS2Format = "raws2"
+// bytes once decoded (docs/architecture.md, "Recording frames"), the form
+// guestd sends it in too.
+const rawS2Format = wire.FormatRawS2
 
 // maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
 // would be far beyond any screen X serves here).
 const maxRawFrame = 64 << 20
 
-// decodeRawS2 decodes a stored raw frame, refusing one whose declared size
-// is beyond maxRawFrame before allocating.
-func decodeRawS2(b []byte) ([]byte, error) {
+// decodeRawS2 decodes a stored raw frame into dst when it is large enough,
+// refusing one whose declared size is beyond maxRawFrame before allocating.
+func decodeRawS2(dst, b []byte) ([]byte, error) {
 	n, err := s2.DecodedLen(b)
 	if err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func decodeRawS2(b []byte) ([]byte, error) {
 	if n > maxRawFrame {
 		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
 	}
-	return s2.Decode(nil, b)
+	return s2.Decode(dst[:cap(dst)], b)
 }
 
 // recordJob is one frame (or accessibility tree) to store.

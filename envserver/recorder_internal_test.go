@@ -60,7 +60,7 @@ func TestRecorderStoresCompressed(t *testing.T) {
 	if len(stored) >= len(raw)/10 {
 		t.Errorf("raw frame stored in %d bytes; want it compressed (< %d)", len(stored), len(raw)/10)
 	}
-	back, err := decodeRawS2(stored)
+	back, err := decodeRawS2(nil, stored)
 	if err != nil || !bytes.Equal(back, raw) {
 		t.Errorf("raw frame round trip: err %v, equal %v", err, bytes.Equal(back, raw))
 	}

@@ -39,10 +39,10 @@ func (s *Server) replayed(e *env, b *batch, id string) (slot, bool) {
 	if r.res.Obs != nil && !b.have[r.res.Obs.Frame] {
 		sl.data = r.frame
 		if sl.data == nil {
-			sl.data, _ = decodeStored(r.key.format, r.stored, r.stored != nil)
+			sl.data, _ = b.decodeStored(r.key.format, r.stored, r.stored != nil)
 		}
 		if sl.data == nil {
-			sl.data, _ = s.cache.get(r.key)
+			sl.data, _ = b.cached(s.cache, r.key)
 		}
 	}
 	return sl, true
@@ -59,6 +59,9 @@ func (s *Server) remember(e *env, b *batch, id string, sl slot) {
 	r := &stepReplay{id: id, res: sl.res, frame: sl.data}
 	if o := sl.res.Obs; o != nil {
 		r.key = frameKey{hash: o.Frame, format: b.obs.Format, quality: b.obs.Quality}
+		if b.obs.Format == aci.FormatRaw {
+			r.frame = nil // lent by the batch (batch.decodeStored): kept stored
+		}
 		if r.frame == nil {
 			// The client had it: keep it for a retry that may not, in the
 			// cache's form (a raw frame is decoded only if a retry needs it).

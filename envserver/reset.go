@@ -12,7 +12,7 @@ import (
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
-func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*api.BatchReply, error) {
+func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*batchReply, error) {
 	if err := s.checkBatch(len(req.Envs)); err != nil {
 		return nil, err
 	}

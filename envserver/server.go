@@ -418,6 +418,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.writeReply(ctx, c, reply)
+		if r, ok := reply.(*batchReply); ok {
+			r.release()
+		}
 	default:
 		s.writeError(ctx, c, aci.Errorf(aci.CodeNotFound, "no route %s", path))
 	}

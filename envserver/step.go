@@ -18,7 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-func (s *Server) step(ctx context.Context, req *api.StepRequest) (*api.BatchReply, error) {
+func (s *Server) step(ctx context.Context, req *api.StepRequest) (*batchReply, error) {
 	if err := s.checkBatch(len(req.Steps)); err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func (u *uiSource) Frame(hash string) ([]byte, string, error) {
 		for _, f := range []string{aci.FormatPNG, aci.FormatJPEG, rawS2Format, aci.FormatRaw} {
 			data, err := st.Frame(hash, f)
 			if err == nil && f == rawS2Format {
-				if data, err = decodeRawS2(data); err != nil {
+				if data, err = decodeRawS2(nil, data); err != nil {
 					return nil, "", fmt.Errorf("frame %s: %w", hash, err)
 				}
 				return data, aci.FormatRaw, nil

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/zeebo/xxh3"
@@ -47,9 +49,9 @@ type lastCapture struct {
 
 func validateObserve(o wire.ObserveArgs) error {
 	switch o.Format {
-	case "", aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw:
+	case "", aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw, wire.FormatRawS2:
 	default:
-		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want png, jpeg or raw)", o.Format)
+		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want png, jpeg, raw or raws2)", o.Format)
 	}
 	if o.MaxLongEdge < 0 || o.Quality < 0 || o.Quality > 100 {
 		return aci.Errorf(aci.CodeBadRequest, "observe: negative or out-of-range max_long_edge/quality")
@@ -118,7 +120,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 	t2 := time.Now()
 	defer func() {
 		if f.rgb != nil && format != aci.FormatRaw {
-			s.x.putBuf(f.rgb)
+			s.x.rgbBuf.put(f.rgb)
 		}
 	}()
 	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info,
@@ -196,7 +198,7 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		d.conv.update(bgrx, stride, src, ow, oh)
 		f.hash = d.conv.frameHash()
 		if !slices.Contains(o.IfNoneMatch, f.hash) {
-			f.rgb = d.getBuf(ow * oh * 3)
+			f.rgb = d.rgbBuf.get(ow * oh * 3)
 			copy(f.rgb, d.conv.rgb)
 		}
 		d.last = lastCapture{src: src, ow: ow, oh: oh, hash: f.hash}
@@ -253,31 +255,57 @@ func (x *xconn) getImage(r aci.Rect) ([]byte, int, error) {
 	return reply.Data, r.W * 4, nil
 }
 
-// getBuf returns a buffer of n bytes, reusing the last one returned.
-func (d *display) getBuf(n int) []byte {
-	d.bufMu.Lock()
-	b := d.rgb
-	d.rgb = nil
-	d.bufMu.Unlock()
+// bufSlot keeps one multi-megabyte buffer between frames: a fresh one per
+// step costs a page fault per 4 KiB page on first touch. A caller takes it
+// out (get) and hands it back once nothing refers to it (put); a second
+// caller meanwhile gets a new one.
+type bufSlot struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+// get returns a buffer of n bytes, the kept one when it is large enough.
+func (s *bufSlot) get(n int) []byte {
+	s.mu.Lock()
+	b := s.b
+	s.b = nil
+	s.mu.Unlock()
 	if cap(b) < n {
 		return make([]byte, n)
 	}
 	return b[:n]
 }
 
-// putBuf hands a buffer back for reuse.
-func (d *display) putBuf(b []byte) {
-	d.bufMu.Lock()
-	if cap(b) > cap(d.rgb) {
-		d.rgb = b
+// put hands b back for reuse; the larger of it and the kept one stays.
+func (s *bufSlot) put(b []byte) {
+	s.mu.Lock()
+	if cap(b) > cap(s.b) {
+		s.b = b
 	}
-	d.bufMu.Unlock()
+	s.mu.Unlock()
+}
+
+// releaseFrame hands back the buffer a sent shot's data lives in: a raw
+// frame's is the capture copy, a raws2 frame's the S2 output.
+func (d *display) releaseFrame(sh *wire.Shot) {
+	switch sh.Format {
+	case aci.FormatRaw:
+		d.rgbBuf.put(sh.Data)
+	case wire.FormatRawS2:
+		d.s2Buf.put(sh.Data)
+	}
 }
 
 func (d *display) encode(f *frame, format string, quality int) ([]byte, error) {
 	switch format {
 	case aci.FormatRaw:
 		return f.rgb, nil
+	case wire.FormatRawS2:
+		// The host's frame cache and recorder keep raw frames in this
+		// form; sent so, a changed frame crosses the guest socket at a
+		// twentieth of its size and is compressed once, here
+		// (docs/architecture.md, "Cost of a step").
+		return s2.Encode(d.s2Buf.get(s2.MaxEncodedLen(len(f.rgb))), f.rgb), nil
 	case aci.FormatPNG:
 		// Straight from RGB24, no RGBA copy, deflating only the bands that
 		// changed since the last frame (docs/architecture.md, "Frames").

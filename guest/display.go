@@ -49,8 +49,8 @@ type display struct {
 	clipMu   sync.Mutex
 	clipText string // text this guest offers as CLIPBOARD owner
 
-	bufMu sync.Mutex
-	rgb   []byte // reusable capture buffer
+	rgbBuf bufSlot // a capture's RGB24 copy, reused once encoded or sent
+	s2Buf  bufSlot // a raws2 frame's S2 output, reused once sent
 
 	conv    rgbCache        // the last capture in RGB24 (guarded by sem)
 	png     rgbpng.Encoder  // its bands deflated

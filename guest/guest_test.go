@@ -20,6 +20,7 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/guest/client"
@@ -401,6 +402,17 @@ func TestCapturePixelsHashAndNotModified(t *testing.T) {
 	again, _ := d.cl.Screenshot(ctx, raw)
 	if again.Hash != shot.Hash {
 		t.Errorf("equal frames hashed %s then %s; want stable", shot.Hash, again.Hash)
+	}
+	// raws2, the host's form of a raw frame: the same pixels under the
+	// same hash, S2-compressed.
+	s2shot, err := d.cl.Screenshot(ctx, wire.ObserveArgs{Observe: aci.Observe{Format: wire.FormatRawS2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec, err := s2.Decode(nil, s2shot.Data); err != nil || !bytes.Equal(dec, shot.Data) || s2shot.Hash != shot.Hash || s2shot.Format != wire.FormatRawS2 {
+		t.Errorf("raws2: format %q, hash %s (raw %s), %d bytes decoding to the raw frame: %v (err %v)", s2shot.Format, s2shot.Hash, shot.Hash, len(s2shot.Data), bytes.Equal(dec, shot.Data), err)
+	} else if len(s2shot.Data) >= len(shot.Data)/4 {
+		t.Errorf("raws2 frame of %d bytes for %d raw; want it compressed", len(s2shot.Data), len(shot.Data))
 	}
 	nm, err := d.cl.Screenshot(ctx, wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG}, IfNoneMatch: []string{"00000000000000000000000000000000", shot.Hash}})
 	if err != nil {

@@ -340,9 +340,9 @@ func (c *conn) handle(ctx context.Context, m *wire.Message) {
 		return
 	}
 	c.send(m.ID, wire.TypeReply, res, nil)
-	// A raw frame's pixels are a capture buffer: written, they are reused.
-	if sh := shotOf(res); sh != nil && sh.Format == aci.FormatRaw && sh.Data != nil {
-		c.s.x.putBuf(sh.Data)
+	// A raw or raws2 frame's bytes are a kept buffer: written, they are reused.
+	if sh := shotOf(res); sh != nil && sh.Data != nil {
+		c.s.x.releaseFrame(sh)
 		sh.Data = nil
 	}
 }
@@ -536,7 +536,7 @@ func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) 
 		Version:         Version,
 		Verbs:           s.verbNames(),
 		Methods:         methods,
-		Formats:         []string{aci.FormatRaw, aci.FormatPNG, aci.FormatJPEG},
+		Formats:         []string{aci.FormatRaw, wire.FormatRawS2, aci.FormatPNG, aci.FormatJPEG},
 		FrameDedup:      true,
 		ObserveAfterAct: true,
 		A11y:            s.a11y != nil,

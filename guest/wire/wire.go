@@ -7,8 +7,8 @@
 // replies come back in any order. A streamed call (exec with Stream) answers
 // with zero or more "chunk" messages and then exactly one "reply".
 //
-// This package is a leaf: it imports aci and msgpack only, never X11, HTTP or
-// Docker code.
+// This package is a leaf: it imports aci, msgpack and S2 only, never X11,
+// HTTP or Docker code.
 //
 // Protocol history:
 //
@@ -24,6 +24,8 @@
 //	             a11y_reset (a new episode's ids); shots carry the tree
 //	             (aci.A11yTree); act targets element_ref; verbs
 //	             invoke_action, set_value; welcome a11y.
+//	  (2026-12, additive): format raws2, a raw frame S2-compressed,
+//	             listed in welcome formats.
 package wire
 
 import (
@@ -34,6 +36,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/internal/mpcheck"
 	"github.com/vmihailenco/msgpack/v5"
@@ -95,7 +98,15 @@ func ValidHash(h string) bool {
 	return true
 }
 
-// CheckShot checks the hashes of a capture a guest sent.
+// FormatRawS2 is a raw (RGB24) frame in S2's block format: a format of this
+// wire and of stored frames, never of the public API. The host asks for it
+// where a trainer asked for raw, keeps it as is in its frame cache and
+// recorder, and decodes it only to deliver it (docs/architecture.md, "Cost
+// of a step").
+const FormatRawS2 = "raws2"
+
+// CheckShot checks the hashes of a capture a guest sent and, for a raws2
+// frame, that it declares exactly the size of its dimensions.
 func CheckShot(s *Shot) error {
 	if s == nil {
 		return nil
@@ -105,6 +116,12 @@ func CheckShot(s *Shot) error {
 	}
 	if s.A11y != nil && s.A11y.Hash != "" && !ValidHash(s.A11y.Hash) {
 		return fmt.Errorf("wire: tree hash %.40q is not %d lowercase hex digits", s.A11y.Hash, HashLen)
+	}
+	if s.Format == FormatRawS2 && s.Data != nil {
+		n, err := s2.DecodedLen(s.Data)
+		if err != nil || s.W <= 0 || s.H <= 0 || s.W > 1<<14 || s.H > 1<<14 || n != s.W*s.H*3 {
+			return fmt.Errorf("wire: raws2 frame declares %d bytes for %dx%d (err %v)", n, s.W, s.H, err)
+		}
 	}
 	return nil
 }

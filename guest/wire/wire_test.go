@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/guest/wire"
 )
 
@@ -39,6 +41,32 @@ func TestReadFrameAllocatesWhatArrives(t *testing.T) {
 		got, err := wire.ReadFrame(&b, nil)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Errorf("frame of %d bytes: got %d bytes, %v", n, len(got), err)
+		}
+	}
+}
+
+// TestCheckShotRawS2Size: a guest's raws2 frame must declare exactly the
+// bytes of its dimensions, so that a hostile guest cannot make the host
+// decode (allocate) more than the frame it names, or deliver a frame of
+// another shape under a hash.
+func TestCheckShotRawS2Size(t *testing.T) {
+	hash := strings.Repeat("ab", 16)
+	rgb := bytes.Repeat([]byte{1, 2, 3}, 64*48)
+	shot := func(w, h int, data []byte) *wire.Shot {
+		return &wire.Shot{Hash: hash, W: w, H: h, Format: wire.FormatRawS2, Data: data}
+	}
+	if err := wire.CheckShot(shot(64, 48, s2.Encode(nil, rgb))); err != nil {
+		t.Fatalf("a well-formed raws2 frame: %v", err)
+	}
+	for name, s := range map[string]*wire.Shot{
+		"declares more than its size": shot(64, 47, s2.Encode(nil, rgb)),
+		"declares less than its size": shot(64, 49, s2.Encode(nil, rgb)),
+		"no dimensions":               shot(0, 0, s2.Encode(nil, nil)),
+		"beyond any screen":           shot(1<<15, 1, s2.Encode(nil, rgb)),
+		"not s2":                      shot(64, 48, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x0f}),
+	} {
+		if err := wire.CheckShot(s); err == nil {
+			t.Errorf("raws2 frame that %s was accepted", name)
 		}
 	}
 }

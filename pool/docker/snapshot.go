@@ -78,12 +78,29 @@ func (p *Provider) Snapshot(ctx context.Context, id string) (string, error) {
 // copyOut pauses the container and copies its writable trees into dir.
 func (p *Provider) copyOut(ctx context.Context, b *box, dir string) error {
 	id := b.sb.ID
-	if err := p.cli.ContainerPause(ctx, id); err != nil {
+	// runc's cgroup v1 freezer gives up ("unable to freeze") when the
+	// container's tasks do not all stop within its short loop, which a
+	// busy host can make them miss: a transient failure, retried. One that
+	// persists leaves the freezer's state unknown, so the sandbox ends.
+	gone := false
+	err := retry(ctx, func() error {
+		err := p.cli.ContainerPause(ctx, id)
 		if cerrdefs.IsNotFound(err) {
-			b.markDead()
-			return fmt.Errorf("docker provider: pause %.12s: %w", id, pool.ErrSandboxDied)
+			gone = true
+			return nil
 		}
-		return fmt.Errorf("docker provider: pause %.12s: %w", id, err)
+		return err
+	})
+	switch {
+	case gone:
+		b.markDead()
+		return fmt.Errorf("docker provider: pause %.12s: %w", id, pool.ErrSandboxDied)
+	case err != nil:
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		p.removeContainer(rctx, id)
+		b.markDead()
+		return fmt.Errorf("docker provider: pause %.12s: %w: %w", id, err, pool.ErrSandboxDied)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
