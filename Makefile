@@ -30,6 +30,7 @@ deps: ## install missing Debian packages and Go modules
 	  SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo -n ); $$SUDO sh images/compose-cache.sh || true
 	$(GO) mod download
 
 build: ## build the binaries into bin/

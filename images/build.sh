@@ -91,6 +91,15 @@ mkdir -p -m 1777 "$rootfs/tmp/.X11-unix"
 chmod 1777 "$rootfs/tmp/.X11-unix"
 # Home and /tmp are the agent's; nothing else is writable to it.
 chmod 0755 "$rootfs/var/tmp"
+# libX11's Compose cache (images/compose-cache.sh, run by make deps), when
+# the host's was parsed from the same Compose file as the image's: X clients
+# then map the parsed table instead of parsing it at every start.
+xc=usr/share/X11/locale/en_US.UTF-8/Compose
+if [ -d /var/cache/libx11/compose ] && cmp -s "/$xc" "$rootfs/$xc"; then
+	install -d -m 0755 "$rootfs/var/cache/libx11/compose"
+	cp -p /var/cache/libx11/compose/* "$rootfs/var/cache/libx11/compose/"
+	chown -R 0:0 "$rootfs/var/cache/libx11/compose"
+fi
 
 # Keep it small, in files above all: docker commit on a fuse-overlayfs
 # engine walks the whole tree, so its time grows with the file count. Nothing

@@ -452,3 +452,24 @@ func canLowerOOMScore() bool {
 	}
 	return false
 }
+
+// TestComposeCacheShared: an X client in the sandbox maps libX11's Compose
+// cache, bound read-only from the host (images/compose-cache.sh, run by make
+// deps), instead of parsing half a megabyte of Compose table at start-up;
+// the agent cannot write it.
+func TestComposeCacheShared(t *testing.T) {
+	const dir = "/var/cache/libx11/compose"
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) == 0 {
+		t.Skipf("the host has no Compose cache in %s (make deps writes it as root)", dir)
+	}
+	p := newTestProvider(t, Options{})
+	sb := pooltest.Create(t, p)
+	c := pooltest.Dial(t, sb)
+	out := pooltest.MustSh(t, c, `xterm -e sh -c 'grep -c `+dir+` /proc/$PPID/maps > /tmp/maps'; cat /tmp/maps`)
+	if n, err := strconv.Atoi(strings.TrimSpace(out)); err != nil || n == 0 {
+		t.Errorf("xterm in the sandbox maps no file of %s (grep -c: %q)", dir, out)
+	}
+	if out, code := pooltest.Sh(t, c, "touch "+dir+"/x 2>&1"); code == 0 {
+		t.Errorf("the agent wrote into the shared Compose cache: %q", out)
+	}
+}

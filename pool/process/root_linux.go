@@ -22,13 +22,16 @@ var osDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/lib
 var hiddenOSDirs = []string{"/usr/local"}
 
 // sharedCaches are host caches bound read-only into every sandbox: derived
-// from files the sandbox sees anyway (the fonts under /usr/share/fonts), they
-// spare each desktop its own build of them. Without the system's fontconfig
-// cache every new sandbox's window manager and apps scan all fonts and write
-// a private cache into the agent's home, seconds of CPU per boot and a
-// writer racing an in-place reset's restore (docs/architecture.md, "Sandbox
+// from files the sandbox sees anyway (the fonts under /usr/share/fonts, the
+// Compose tables under /usr/share/X11/locale), they spare each desktop its
+// own build of them. Without the system's fontconfig cache every new
+// sandbox's window manager and apps scan all fonts and write a private cache
+// into the agent's home, seconds of CPU per boot and a writer racing an
+// in-place reset's restore; without libX11's Compose cache (written by
+// images/compose-cache.sh) the window manager and every xterm parse half a
+// megabyte of Compose table at start-up (docs/architecture.md, "Sandbox
 // lifecycle and reset in place").
-var sharedCaches = []string{"/var/cache/fontconfig"}
+var sharedCaches = []string{"/var/cache/fontconfig", "/var/cache/libx11/compose"}
 
 // devNodes are the host device nodes a sandbox gets.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
