@@ -177,20 +177,35 @@ func ReadApps(dir string) ([]App, error) {
 // Relaunch starts every app recorded in Config.StateDir again (a forked
 // sandbox gets its apps back this way); the record is kept as is.
 func (s *Server) Relaunch(ctx context.Context) error {
+	_, err := s.relaunch(ctx, false)
+	return err
+}
+
+// relaunch starts the apps recorded in the state directory (restored by the
+// host from the checkpoint) and returns how many; with await it waits, as
+// launch_app does, for each one's window.
+func (s *Server) relaunch(ctx context.Context, await bool) (int, error) {
 	apps, err := ReadApps(s.cfg.StateDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.apps.mu.Lock()
 	s.apps.list = apps
 	s.apps.mu.Unlock()
 	for _, a := range apps {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
-		if _, _, err := s.startApp(a.App, a.Args); err != nil {
-			return fmt.Errorf("guest: relaunch %s: %w", a.App, err)
+		pid, exited, err := s.startApp(a.App, a.Args)
+		if err != nil {
+			return 0, fmt.Errorf("guest: relaunch %s: %w", a.App, err)
+		}
+		if await {
+			var res wire.ActResult
+			if err := s.awaitAppWindow(ctx, pid, exited, &res); err != nil {
+				return 0, err
+			}
 		}
 	}
-	return nil
+	return len(apps), nil
 }

@@ -191,7 +191,7 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 		res.ElapsedUS = time.Since(t0).Microseconds()
 		return res, nil
 	case wire.ResetRelaunch:
-		n, err := s.relaunch(ctx)
+		n, err := s.relaunch(ctx, true)
 		if err != nil {
 			return nil, err
 		}
@@ -260,30 +260,6 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 		res.Keep = s.cfg.KeepFiles()
 	}
 	return res, nil
-}
-
-// relaunch starts the apps recorded in the state directory (restored by the
-// host from the checkpoint) and waits, as launch_app does, for each one's
-// window.
-func (s *Server) relaunch(ctx context.Context) (int, error) {
-	apps, err := ReadApps(s.cfg.StateDir)
-	if err != nil {
-		return 0, err
-	}
-	s.apps.mu.Lock()
-	s.apps.list = apps
-	s.apps.mu.Unlock()
-	for _, a := range apps {
-		pid, exited, err := s.startApp(a.App, a.Args)
-		if err != nil {
-			return 0, fmt.Errorf("reset: relaunch %s: %w", a.App, err)
-		}
-		var res wire.ActResult
-		if err := s.awaitAppWindow(ctx, pid, exited, &res); err != nil {
-			return 0, err
-		}
-	}
-	return len(apps), nil
 }
 
 // sweep kills every process that may belong to the episode and is not kept

@@ -54,20 +54,14 @@ func (x *xconn) clientList() ([]xproto.Window, bool) {
 	if !x.wmRunning() {
 		return nil, false
 	}
-	a, err := x.atom("_NET_CLIENT_LIST")
+	vals, err := x.prop32(x.root, "_NET_CLIENT_LIST", xproto.AtomWindow, 4096)
 	if err != nil {
 		return nil, false
 	}
-	r, err := xproto.GetProperty(x.c, false, x.root, a, xproto.AtomWindow, 0, 4096).Reply()
-	if err != nil {
-		return nil, false
-	}
-	if r.Format != 32 {
-		return nil, true // a WM with no clients yet
-	}
-	ids := make([]xproto.Window, 0, r.ValueLen)
-	for i := 0; i+4 <= len(r.Value); i += 4 {
-		ids = append(ids, xproto.Window(xgb.Get32(r.Value[i:])))
+	// No property yet (a WM with no clients) reads as none.
+	ids := make([]xproto.Window, len(vals))
+	for i, v := range vals {
+		ids[i] = xproto.Window(v)
 	}
 	return ids, true
 }
