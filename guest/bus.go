@@ -18,11 +18,15 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
-// The desktop's message buses: the session bus and the AT-SPI
-// (accessibility) bus, each a dbus-daemon running as the agent, plus the
-// AT-SPI registry on the accessibility bus. Apps started in the session get
-// both addresses, so toolkits with an accessibility bridge (GTK's atk-bridge)
-// export their widget trees; guestd (root or the agent) reads them.
+// The desktop's message bus: one dbus-daemon running as the agent, the
+// session bus and the AT-SPI (accessibility) bus at once, plus the AT-SPI
+// registry on it. Apps started in the session get its address under both
+// names, so toolkits with an accessibility bridge (GTK's atk-bridge) export
+// their widget trees; guestd (root or the agent) reads them. A desktop
+// usually runs a second daemon for the accessibility bus to keep its
+// traffic apart; here both buses are the agent's alone, and one daemon is
+// one start less per boot (docs/architecture.md, "Sandbox lifecycle and
+// reset in place").
 
 // busDaemon is the D-Bus daemon binary; registryd the AT-SPI registry.
 var (
@@ -83,7 +87,7 @@ const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 </busconfig>
 `
 
-// StartBus starts the session bus, the accessibility bus and the AT-SPI
+// StartBus starts the bus (session and accessibility) and the AT-SPI
 // registry as as (nil: this process's identity), with env and display, and
 // returns once the registry owns its name on the accessibility bus. On
 // failure everything started is ended.
@@ -112,22 +116,16 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, l
 	if err != nil {
 		return fail(err)
 	}
-	for _, kind := range []string{"session", "accessibility"} {
-		sock := filepath.Join(dir, kind)
-		conf := filepath.Join(dir, kind+".conf")
-		if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, kind, sock)), 0o644); err != nil {
-			return fail(fmt.Errorf("guest: bus: %w", err))
-		}
-		addr, err := b.startDaemon(ctx, kind, conf, denv, as, logDir)
-		if err != nil {
-			return fail(err)
-		}
-		if kind == "session" {
-			b.session = addr
-		} else {
-			b.a11y = addr
-		}
+	sock := filepath.Join(dir, "session")
+	conf := filepath.Join(dir, "session.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, "session", sock)), 0o644); err != nil {
+		return fail(fmt.Errorf("guest: bus: %w", err))
 	}
+	addr, err := b.startDaemon(ctx, "session", conf, denv, as, logDir)
+	if err != nil {
+		return fail(err)
+	}
+	b.session, b.a11y = addr, addr
 	renv := append(env[:len(env):len(env)], b.Env()...)
 	cmd := &exec.Cmd{Path: reg, Args: []string{reg}, Env: renv}
 	if err := b.start(cmd, "at-spi2-registryd", as, logDir); err != nil {
