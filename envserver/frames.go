@@ -7,6 +7,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/internal/lru"
 )
 
@@ -38,7 +39,7 @@ func newFrameCache(maxBytes int64) *frameCache {
 func (c *frameCache) getStored(k frameKey) ([]byte, bool) { return c.lru.Get(k) }
 
 // put stores data under k and returns the bytes a recorder keeps: data
-// itself, or for a raw frame its S2 form (format rawS2Format). A frame
+// itself, or for a raw frame its S2 form (format wire.FormatRawS2). A frame
 // larger than the whole bound is not cached.
 func (c *frameCache) put(k frameKey, data []byte) (stored []byte) {
 	stored = data
@@ -90,10 +91,10 @@ func compressRaw(data []byte) []byte {
 }
 
 // storedFormat is the format under which the cache's form of a format's
-// frames is recorded: raw frames as rawS2Format, the rest as delivered.
+// frames is recorded: raw frames as wire.FormatRawS2, the rest as delivered.
 func storedFormat(format string) string {
 	if format == aci.FormatRaw {
-		return rawS2Format
+		return wire.FormatRawS2
 	}
 	return format
 }

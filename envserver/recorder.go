@@ -8,7 +8,6 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -23,11 +22,6 @@ const (
 	recordBatch  = 16
 	recordLinger = 50 * time.Millisecond
 )
-
-// rawS2Format is how a raw (RGB24) frame is stored: S2-compressed, the same
-// bytes once decoded (docs/architecture.md, "Recording frames"), the form
-// guestd sends it in too.
-const rawS2Format = wire.FormatRawS2
 
 // maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
 // would be far beyond any screen X serves here).
@@ -56,7 +50,7 @@ type recordJob struct {
 // (docs/architecture.md, "Recording frames"): a step hands the frame to a
 // bounded queue and goes on; one writer takes batches and writes them with
 // one directory fsync per batch. Raw frames come already S2-compressed
-// (rawS2Format), the form the frame cache keeps them in. When the queue is
+// (wire.FormatRawS2), the form the frame cache keeps them in. When the queue is
 // full the step waits for room (counted and logged); a frame is dropped
 // only when the step's deadline passes first or the server is shutting
 // down, and then it is counted and logged, never silently.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -50,10 +51,10 @@ func TestRecorderStoresCompressed(t *testing.T) {
 	raw := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6}, 100000)
 	pngData := []byte("\x89PNG not really")
 	ctx := context.Background()
-	r.put(ctx, recordJob{hash: strings.Repeat("ab", 16), format: rawS2Format, data: compressRaw(raw)})
+	r.put(ctx, recordJob{hash: strings.Repeat("ab", 16), format: wire.FormatRawS2, data: compressRaw(raw)})
 	r.put(ctx, recordJob{hash: strings.Repeat("cd", 16), format: aci.FormatPNG, data: pngData})
 	r.close()
-	stored, err := st.Frame(strings.Repeat("ab", 16), rawS2Format)
+	stored, err := st.Frame(strings.Repeat("ab", 16), wire.FormatRawS2)
 	if err != nil {
 		t.Fatal(err)
 	}

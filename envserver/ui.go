@@ -12,6 +12,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/ui"
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -188,9 +189,9 @@ func (u *uiSource) Frame(hash string) ([]byte, string, error) {
 		return data, format, nil
 	}
 	if st := u.s.cfg.Store; st != nil {
-		for _, f := range []string{aci.FormatPNG, aci.FormatJPEG, rawS2Format, aci.FormatRaw} {
+		for _, f := range []string{aci.FormatPNG, aci.FormatJPEG, wire.FormatRawS2, aci.FormatRaw} {
 			data, err := st.Frame(hash, f)
-			if err == nil && f == rawS2Format {
+			if err == nil && f == wire.FormatRawS2 {
 				if data, err = decodeRawS2(nil, data); err != nil {
 					return nil, "", fmt.Errorf("frame %s: %w", hash, err)
 				}

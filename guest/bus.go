@@ -51,14 +51,13 @@ func findRegistryd() string {
 	return ""
 }
 
-// Bus is the session's running buses.
+// Bus is the session's running bus.
 type Bus struct {
-	dir     string
-	session string // session bus address
-	a11y    string // accessibility bus address
-	procs   []busProc
-	alive   atomic.Bool
-	closed  atomic.Bool
+	dir    string
+	addr   string // the bus's address, session and accessibility alike
+	procs  []busProc
+	alive  atomic.Bool
+	closed atomic.Bool
 }
 
 type busProc struct {
@@ -125,13 +124,13 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, l
 	if err != nil {
 		return fail(err)
 	}
-	b.session, b.a11y = addr, addr
+	b.addr = addr
 	renv := append(env[:len(env):len(env)], b.Env()...)
 	cmd := &exec.Cmd{Path: reg, Args: []string{reg}, Env: renv}
 	if err := b.start(cmd, "at-spi2-registryd", as, logDir); err != nil {
 		return fail(err)
 	}
-	if err := waitName(ctx, b.a11y, "org.a11y.atspi.Registry", b.procs[len(b.procs)-1].done); err != nil {
+	if err := waitName(ctx, b.addr, "org.a11y.atspi.Registry", b.procs[len(b.procs)-1].done); err != nil {
 		return fail(err)
 	}
 	b.alive.Store(true)
@@ -260,11 +259,11 @@ func daemonEnv(dir string, env []string, as *Identity) ([]string, error) {
 func (b *Bus) Env() []string {
 	// GTK 3 bridges on its own; GTK 2 apps (pcmanfm) load the bridge as a
 	// module.
-	return []string{"DBUS_SESSION_BUS_ADDRESS=" + b.session, "AT_SPI_BUS_ADDRESS=" + b.a11y, "GTK_MODULES=gail:atk-bridge"}
+	return []string{"DBUS_SESSION_BUS_ADDRESS=" + b.addr, "AT_SPI_BUS_ADDRESS=" + b.addr, "GTK_MODULES=gail:atk-bridge"}
 }
 
-// A11yAddress is the accessibility bus's address.
-func (b *Bus) A11yAddress() string { return b.a11y }
+// A11yAddress is the accessibility bus's address (the session bus's).
+func (b *Bus) A11yAddress() string { return b.addr }
 
 // Alive reports whether the daemons and the registry all still run.
 func (b *Bus) Alive() bool { return b.alive.Load() }

@@ -119,7 +119,7 @@ func CheckShot(s *Shot) error {
 	}
 	if s.Format == FormatRawS2 && s.Data != nil {
 		n, err := s2.DecodedLen(s.Data)
-		if err != nil || s.W <= 0 || s.H <= 0 || s.W > 1<<14 || s.H > 1<<14 || n != s.W*s.H*3 {
+		if err != nil || s.W <= 0 || s.H <= 0 || s.W > MaxFrame || s.H > MaxFrame || n > MaxFrame || n != s.W*s.H*3 {
 			return fmt.Errorf("wire: raws2 frame declares %d bytes for %dx%d (err %v)", n, s.W, s.H, err)
 		}
 	}
