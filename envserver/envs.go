@@ -40,6 +40,7 @@ type env struct {
 	// replay is the reply to the last step that carried a request_id, kept
 	// until the env's next step or episode (replay.go).
 	replay *stepReplay
+	raw    *keptRaw // the last raw frame delivered, decoded (rawframe.go)
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
@@ -102,7 +103,8 @@ type batch struct {
 	have map[string]bool
 
 	mu   sync.Mutex
-	lent []*[]byte // rawBufs this batch's frames were decoded into
+	lent []*[]byte  // rawBufs this batch's frames were decoded into
+	kept []*keptRaw // envs' kept frames this batch's reply delivers
 }
 
 // decodeStored is decodeStored for this batch's reply: a raw frame is
@@ -145,11 +147,14 @@ type batchReply struct {
 // is written and nothing refers to its frames.
 func (r *batchReply) release() {
 	r.b.mu.Lock()
-	lent := r.b.lent
-	r.b.lent = nil
+	lent, kept := r.b.lent, r.b.kept
+	r.b.lent, r.b.kept = nil, nil
 	r.b.mu.Unlock()
 	for _, p := range lent {
 		rawBufs.Put(p)
+	}
+	for _, kr := range kept {
+		kr.lent.Store(false)
 	}
 }
 
@@ -384,7 +389,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 	case !shot.NotModified:
 		s.m.frames.WithLabelValues("encoded").Inc()
 		var err error
-		if data, err = s.keepFrame(ctx, b, key, shot); err != nil {
+		if data, err = s.keepFrame(ctx, e, b, key, shot); err != nil {
 			return nil, nil, nil, err
 		}
 	case b.have[shot.Hash]:
@@ -406,7 +411,7 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 		shot = fresh
 		s.m.frames.WithLabelValues("encoded").Inc()
 		key.hash = fresh.Hash
-		if data, err = s.keepFrame(ctx, b, key, shot); err != nil {
+		if data, err = s.keepFrame(ctx, e, b, key, shot); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -457,13 +462,16 @@ func (s *Server) guestObserve(e *env, o aci.Observe) aci.Observe {
 // keepFrame puts a new frame into the shared cache and the recorder and
 // returns the bytes b's reply delivers (nil when its client has them): a
 // raws2 frame is kept as sent and decoded for delivery only.
-func (s *Server) keepFrame(ctx context.Context, b *batch, k frameKey, shot *wire.Shot) ([]byte, error) {
+func (s *Server) keepFrame(ctx context.Context, e *env, b *batch, k frameKey, shot *wire.Shot) ([]byte, error) {
 	if shot.Format != wire.FormatRawS2 {
 		s.recordFrame(ctx, k, s.cache.put(k, shot.Data))
 		return shot.Data, nil
 	}
 	var data []byte
 	if !b.have[shot.Hash] {
+		data = b.patchRaw(e, shot)
+	}
+	if data == nil && !b.have[shot.Hash] {
 		var ok bool
 		if data, ok = b.decodeStored(aci.FormatRaw, shot.Data, true); !ok {
 			// The declared size was checked on arrival; the body is broken.

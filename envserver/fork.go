@@ -153,6 +153,7 @@ func (s *Server) closeEnv(ctx context.Context, id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
+	e.dropRaw()
 	s.endEpisode(e)
 	if e.lease != nil {
 		e.lease.Release(context.WithoutCancel(ctx))

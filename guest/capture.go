@@ -13,9 +13,9 @@ import (
 
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xproto"
-	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 	"github.com/zeebo/xxh3"
 )
 
@@ -35,7 +35,9 @@ type frame struct {
 	hash    string
 	pointer [2]int
 	display aci.Display
-	same    bool // no damage since the last capture, whose hash the caller holds: nothing captured
+	same    bool   // no damage since the last capture, whose hash the caller holds: nothing captured
+	s2      []byte // raws2: the frame compressed at capture (rgb is then nil)
+	bands   []int  // raws2: the byte length of each band's S2 elements
 }
 
 // lastCapture is what the last capture showed and the damage seen by then.
@@ -132,6 +134,10 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		shot.NotModified = true
 		return shot, nil
 	}
+	if f.s2 != nil {
+		shot.Data, shot.BandRows, shot.Bands = f.s2, rgbs2.BandRows, f.bands
+		return shot, nil
+	}
 	t3 := time.Now()
 	data, err := s.x.encode(f, format, o.Quality)
 	if err != nil {
@@ -197,7 +203,18 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		// frame the caller holds is not copied out.
 		d.conv.update(bgrx, stride, src, ow, oh)
 		f.hash = d.conv.frameHash()
-		if !slices.Contains(o.IfNoneMatch, f.hash) {
+		switch {
+		case slices.Contains(o.IfNoneMatch, f.hash):
+		case o.Format == wire.FormatRawS2:
+			// Compressed here, under the display lock, straight from the
+			// converted capture: only the bands whose rows changed since
+			// the last raws2 frame are compressed again, and no copy of
+			// the pixels is made.
+			f.s2, f.bands, err = d.s2.Encode(d.s2Buf.get(0), d.conv.rgb, ow, oh, d.conv.ver, nil)
+			if err != nil {
+				return aci.Errorf(aci.CodeInternal, "encode raws2: %v", err)
+			}
+		default:
 			f.rgb = d.rgbBuf.get(ow * oh * 3)
 			copy(f.rgb, d.conv.rgb)
 		}
@@ -300,12 +317,6 @@ func (d *display) encode(f *frame, format string, quality int) ([]byte, error) {
 	switch format {
 	case aci.FormatRaw:
 		return f.rgb, nil
-	case wire.FormatRawS2:
-		// The host's frame cache and recorder keep raw frames in this
-		// form; sent so, a changed frame crosses the guest socket at a
-		// twentieth of its size and is compressed once, here
-		// (docs/architecture.md, "Cost of a step").
-		return s2.Encode(d.s2Buf.get(s2.MaxEncodedLen(len(f.rgb))), f.rgb), nil
 	case aci.FormatPNG:
 		// Straight from RGB24, no RGBA copy, deflating only the bands that
 		// changed since the last frame (docs/architecture.md, "Frames").

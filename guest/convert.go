@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 	"github.com/zeebo/xxh3"
 )
 
@@ -23,6 +24,8 @@ type rgbCache struct {
 	rgb    []byte         // nil: nothing converted yet
 	hash   string         // FrameHash(rgb); "" until taken
 	dirty  []bool         // scratch: source rows changed by this capture
+	ver    []uint64       // per band of rgbs2.BandRows output rows: changed when any of its rows is converted
+	verSeq uint64         // the last version given out; never reset, so no two contents share one
 	xs     []int          // scaled: first source column of each output column
 	sums   []uint32       // scaled: one output row's channel sums
 }
@@ -41,6 +44,7 @@ func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) boo
 		c.rgb = grow(c.rgb, ow*oh*3)
 		c.rows = grow(c.rows, h)
 		c.dirty = grow(c.dirty, h)
+		c.ver = grow(c.ver, rgbs2.Bands(oh))
 	}
 	any := false
 	for y := range h {
@@ -53,6 +57,7 @@ func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) boo
 		return false
 	}
 	c.hash = ""
+	c.verSeq++
 	if ow == w && oh == h {
 		for y0 := 0; y0 < h; {
 			if !c.dirty[y0] {
@@ -64,6 +69,7 @@ func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) boo
 				y1++
 			}
 			convertRows(c.rgb, bgrx, stride, w, y0, y1)
+			c.changed(y0, y1)
 			y0 = y1
 		}
 		return true
@@ -80,11 +86,19 @@ func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) boo
 		for y := y0; y < y1; y++ {
 			if c.dirty[y] {
 				c.scaleRow(bgrx, stride, oy, y0, y1)
+				c.changed(oy, oy+1)
 				break
 			}
 		}
 	}
 	return true
+}
+
+// changed gives the bands of output rows [y0, y1) the current version.
+func (c *rgbCache) changed(y0, y1 int) {
+	for b := y0 / rgbs2.BandRows; b <= (y1-1)/rgbs2.BandRows; b++ {
+		c.ver[b] = c.verSeq
+	}
 }
 
 // grow returns s resized to n, reusing its array when it is large enough.

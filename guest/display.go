@@ -20,6 +20,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/internal/rgbjpeg"
 	"github.com/shinken-rl/shinken/internal/rgbpng"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,6 +55,7 @@ type display struct {
 
 	conv    rgbCache        // the last capture in RGB24 (guarded by sem)
 	png     rgbpng.Encoder  // its bands deflated
+	s2      rgbs2.Encoder   // its bands S2-compressed, for raws2 (guarded by sem)
 	jpeg    rgbjpeg.Encoder // its rows of MCUs coded
 	last    lastCapture     // the last capture, for not_modified without capturing (guarded by sem)
 	initial *xInitial       // the X state a reset returns to (guarded by sem)

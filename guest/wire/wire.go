@@ -39,6 +39,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/internal/mpcheck"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -121,6 +122,14 @@ func CheckShot(s *Shot) error {
 		n, err := s2.DecodedLen(s.Data)
 		if err != nil || s.W <= 0 || s.H <= 0 || s.W > MaxFrame || s.H > MaxFrame || n > MaxFrame || n != s.W*s.H*3 {
 			return fmt.Errorf("wire: raws2 frame declares %d bytes for %dx%d (err %v)", n, s.W, s.H, err)
+		}
+		if s.Bands != nil || s.BandRows != 0 {
+			if s.BandRows != rgbs2.BandRows || len(s.Bands) != rgbs2.Bands(s.H) {
+				return fmt.Errorf("wire: raws2 frame of %d rows in %d bands of %d rows", s.H, len(s.Bands), s.BandRows)
+			}
+			if _, err := rgbs2.Split(s.Data, s.Bands, nil); err != nil {
+				return fmt.Errorf("wire: raws2 frame: %w", err)
+			}
 		}
 	}
 	return nil
@@ -334,6 +343,12 @@ type Shot struct {
 	Display     aci.Display `msgpack:"display"`
 	NotModified bool        `msgpack:"not_modified,omitempty"`
 	Data        []byte      `msgpack:"data,omitempty"` // encoded image; nil when NotModified
+	// BandRows and Bands describe a raws2 frame's bands: Data is one S2
+	// block whose elements are those of independently compressed bands
+	// of BandRows rows, Bands[i] bytes each (internal/rgbs2). Absent: one
+	// block, no bands.
+	BandRows int   `msgpack:"band_rows,omitempty"`
+	Bands    []int `msgpack:"bands,omitempty"`
 	// Settle says how the capture was settled; nil when it was not.
 	Settle *aci.SettleInfo `msgpack:"settle,omitempty"`
 	// A11y is the structured observation (observe.a11y tree|diff).
