@@ -361,7 +361,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		s.m.requests.WithLabelValues(route, fmt.Sprint(ctx.Response.StatusCode())).Inc()
 		s.m.reqSecs.WithLabelValues(route).Observe(time.Since(start).Seconds())
-		s.m.bytesSent.Add(float64(len(ctx.Response.Body())))
+		// A streamed body (writeReply) is counted by its length: reading it
+		// here would copy its frames.
+		if ctx.Response.IsBodyStream() {
+			s.m.bytesSent.Add(float64(ctx.Response.Header.ContentLength()))
+		} else {
+			s.m.bytesSent.Add(float64(len(ctx.Response.Body())))
+		}
 	}()
 	if route == "healthz" {
 		ctx.SetContentType("text/plain")
@@ -418,9 +424,6 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.writeReply(ctx, c, reply)
-		if r, ok := reply.(*batchReply); ok {
-			r.release()
-		}
 	default:
 		s.writeError(ctx, c, aci.Errorf(aci.CodeNotFound, "no route %s", path))
 	}
@@ -517,18 +520,27 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 	return fasthttp.RequestConfig{MaxRequestBodySize: 1}
 }
 
+// writeReply encodes v as the response. A batch reply's frames are
+// written to the connection from the buffers they live in, which are handed
+// back once the response is written (batchReply.release).
 func (s *Server) writeReply(ctx *fasthttp.RequestCtx, c codec, v any) {
+	var release func()
+	if r, ok := v.(*batchReply); ok {
+		release = r.release
+	}
 	if c != codecJSON {
-		// Straight into the response's pooled body buffer: a reply with
-		// frames is megabytes (docs/architecture.md, "Cost of a step").
-		ctx.Response.ResetBody()
-		if err := api.MarshalTo(ctx.Response.BodyWriter(), v); err != nil {
-			ctx.Response.ResetBody()
+		body := newSplicedBody(release)
+		if err := api.MarshalTo(body, v); err != nil {
+			body.Close()
 			s.writeError(ctx, c, aci.Errorf(aci.CodeInternal, "encode reply: %v", err))
 			return
 		}
 		ctx.SetContentType(c.contentType())
+		ctx.Response.SetBodyStream(body, body.n)
 		return
+	}
+	if release != nil {
+		defer release()
 	}
 	b, err := c.encode(v)
 	if err != nil {
