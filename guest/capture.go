@@ -183,6 +183,20 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		if err != nil {
 			return err
 		}
+		x.initFB()
+		grabbed := x.fb != nil
+		ungrab := func() {
+			if grabbed {
+				xproto.UngrabServer(x.c)
+				grabbed = false
+			}
+		}
+		defer ungrab()
+		if grabbed {
+			// Nothing draws while the pixels are read (framebuffer.go): the
+			// barrier below is the round trip that puts the grab in force.
+			xproto.GrabServer(x.c)
+		}
 		var seq uint64
 		if x.dmg.ok {
 			if err := x.barrier(ctx); err != nil {
@@ -195,13 +209,17 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 				return nil
 			}
 		}
-		bgrx, stride, err := x.getImage(src)
-		if err != nil {
+		var bgrx []byte
+		var stride int
+		if x.fb != nil {
+			bgrx, stride = x.fb.rect(src)
+		} else if bgrx, stride, err = x.getImage(src); err != nil {
 			return err
 		}
 		// Only the rows that changed since the last capture convert; a
 		// frame the caller holds is not copied out.
 		d.conv.update(bgrx, stride, src, ow, oh)
+		ungrab()
 		f.hash = d.conv.frameHash()
 		switch {
 		case slices.Contains(o.IfNoneMatch, f.hash):

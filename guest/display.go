@@ -80,6 +80,8 @@ type xconn struct {
 	shmTried bool
 	shmSeg   shm.Seg
 	shmMem   []byte
+	fb       *framebuffer // the X server's own pixels (framebuffer.go); nil: GetImage
+	fbTried  bool
 
 	keys    *keymap
 	atomMu  sync.Mutex
@@ -265,6 +267,9 @@ func (d *display) connectOnce() (*xconn, error) {
 		x.ops.Wait()
 		if x.shmMem != nil {
 			unix.SysvShmDetach(x.shmMem)
+		}
+		if x.fb != nil {
+			x.fb.detach()
 		}
 	}()
 	return x, nil

@@ -96,7 +96,9 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	}
 	// -noreset: the readiness probe is the first client, and the reset its
 	// disconnect would cause refuses the window manager connecting then.
-	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-noreset")
+	// -shmem: the framebuffer in a shared segment that captures read
+	// directly (framebuffer.go), made private below before any app runs.
+	args = append(args, "-screen", "0", cfg.Screen, "-nolisten", "tcp", "-noreset", "-shmem")
 	if !cfg.GLX {
 		args = append(args, "-extension", "GLX")
 	}
@@ -155,6 +157,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		s.Close()
 		return nil, err
 	}
+	restrictFramebuffer(s.xpid)
 	if cfg.A11y {
 		s.startBus(ctx, cfg)
 	}
