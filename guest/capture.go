@@ -21,10 +21,26 @@ import (
 
 const defaultJPEGQuality = 80
 
-// FrameHash is the frame identity: XXH3-128 of the raw RGB24 bytes with the
-// dimensions folded into the seed, as 32 lowercase hex chars.
+// FrameHash is the frame identity, as 32 lowercase hex chars: XXH3-128,
+// the dimensions folded into the seed, of the XXH3-128s of the frame's bands
+// of rgbs2.BandRows rows of RGB24 bytes. Hashed by bands, a frame whose text
+// line changed is hashed again only where it changed (rgbCache.frameHash).
 func FrameHash(rgb []byte, w, h int) string {
-	sum := xxh3.Hash128Seed(rgb, uint64(w)<<32|uint64(h)).Bytes()
+	stride := w * 3
+	sums := make([]byte, 0, 16*rgbs2.Bands(h))
+	for i := range rgbs2.Bands(h) {
+		sum := bandHash(rgb[i*rgbs2.BandRows*stride : min((i+1)*rgbs2.BandRows, h)*stride])
+		sums = append(sums, sum[:]...)
+	}
+	return frameHashOf(sums, w, h)
+}
+
+// bandHash is one band's part of FrameHash.
+func bandHash(px []byte) [16]byte { return xxh3.Hash128(px).Bytes() }
+
+// frameHashOf is FrameHash from the bands' hashes.
+func frameHashOf(sums []byte, w, h int) string {
+	sum := xxh3.Hash128Seed(sums, uint64(w)<<32|uint64(h)).Bytes()
 	return hex.EncodeToString(sum[:])
 }
 

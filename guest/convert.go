@@ -26,6 +26,7 @@ type rgbCache struct {
 	dirty  []bool         // scratch: source rows changed by this capture
 	ver    []uint64       // per band of rgbs2.BandRows output rows: changed when any of its rows is converted
 	verSeq uint64         // the last version given out; never reset, so no two contents share one
+	bands  []frameBand    // per band: its part of the frame hash (bandHash)
 	xs     []int          // scaled: first source column of each output column
 	sums   []uint32       // scaled: one output row's channel sums
 }
@@ -138,11 +139,30 @@ func (c *rgbCache) scaleRow(bgrx []byte, stride, oy, y0, y1 int) {
 	}
 }
 
-// frameHash is FrameHash of c.rgb, computed once per change.
+// frameBand is one band's hash and the version it was taken at.
+type frameBand struct {
+	ver uint64
+	sum [16]byte
+}
+
+// frameHash is FrameHash of c.rgb, computed once per change and, within it,
+// hashing again only the bands whose rows changed.
 func (c *rgbCache) frameHash() string {
-	if c.hash == "" {
-		c.hash = FrameHash(c.rgb, c.ow, c.oh)
+	if c.hash != "" {
+		return c.hash
 	}
+	c.bands = grow(c.bands, len(c.ver))
+	stride := c.ow * 3
+	sums := make([]byte, 0, 16*len(c.bands))
+	for i := range c.bands {
+		b := &c.bands[i]
+		if b.ver != c.ver[i] || b.ver == 0 {
+			b.sum = bandHash(c.rgb[i*rgbs2.BandRows*stride : min((i+1)*rgbs2.BandRows, c.oh)*stride])
+			b.ver = c.ver[i]
+		}
+		sums = append(sums, b.sum[:]...)
+	}
+	c.hash = frameHashOf(sums, c.ow, c.oh)
 	return c.hash
 }
 
