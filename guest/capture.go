@@ -225,6 +225,22 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 				return nil
 			}
 		}
+		// The rows drawn since the last capture, when it was of this
+		// geometry on this connection; nil: every row is hashed. The last
+		// capture is forgotten until this one is done, so a capture that
+		// fails from here on leaves the next to hash every row.
+		var rows []bool
+		if x.dmg.ok {
+			l := d.last
+			d.last = lastCapture{}
+			rects, ok, err := x.damaged()
+			if err != nil {
+				return err
+			}
+			if ok && l.conn == x && l.src == src && l.ow == ow && l.oh == oh {
+				rows = d.damagedRows(rects, src)
+			}
+		}
 		var bgrx []byte
 		var stride int
 		if x.fb != nil {
@@ -234,7 +250,7 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		}
 		// Only the rows that changed since the last capture convert; a
 		// frame the caller holds is not copied out.
-		d.conv.update(bgrx, stride, src, ow, oh)
+		d.conv.update(bgrx, stride, src, ow, oh, rows)
 		ungrab()
 		f.hash = d.conv.frameHash()
 		switch {
@@ -262,6 +278,23 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// damagedRows flags the rows of src (relative to it) that rects, in root
+// coordinates, touch; its slice is reused between captures.
+func (d *display) damagedRows(rects []xproto.Rectangle, src aci.Rect) []bool {
+	d.rowsBuf = grow(d.rowsBuf, src.H)
+	clear(d.rowsBuf)
+	for _, r := range rects {
+		y0, y1 := max(int(r.Y), src.Y), min(int(r.Y)+int(r.Height), src.Y+src.H)
+		if int(r.X) >= src.X+src.W || int(r.X)+int(r.Width) <= src.X {
+			continue
+		}
+		for y := y0; y < y1; y++ {
+			d.rowsBuf[y-src.Y] = true
+		}
+	}
+	return d.rowsBuf
 }
 
 func clip(r aci.Rect, w, h int) aci.Rect {

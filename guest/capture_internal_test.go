@@ -57,7 +57,7 @@ func TestRGBCacheMatchesNaive(t *testing.T) {
 					src[y*g.w*4+rng.IntN(g.w*4)] ^= 0x5a
 				}
 			}
-			converted := c.update(src, g.w*4, rect, g.ow, g.oh)
+			converted := c.update(src, g.w*4, rect, g.ow, g.oh, nil)
 			if round == 3 && converted {
 				t.Errorf("%dx%d → %dx%d: an unchanged capture converted rows", g.w, g.h, g.ow, g.oh)
 			}

@@ -33,8 +33,10 @@ type rgbCache struct {
 
 // update brings c.rgb up to date with the capture bgrx (rows of stride
 // bytes) of src delivered at ow×oh, area-averaging when the size shrinks,
-// and reports whether any output row was converted.
-func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) bool {
+// and reports whether any output row was converted. With damaged set (one
+// flag per source row), only those rows are hashed and compared: the others
+// are known unchanged since the last update (capture.go, from DAMAGE).
+func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int, damaged []bool) bool {
 	w, h := src.W, src.H
 	fresh := c.rgb == nil || c.src != src || c.ow != ow || c.oh != oh
 	if fresh {
@@ -48,7 +50,14 @@ func (c *rgbCache) update(bgrx []byte, stride int, src aci.Rect, ow, oh int) boo
 		c.ver = grow(c.ver, rgbs2.Bands(oh))
 	}
 	any := false
+	if fresh || len(damaged) != h {
+		damaged = nil
+	}
 	for y := range h {
+		if damaged != nil && !damaged[y] {
+			c.dirty[y] = false
+			continue
+		}
 		sum := xxh3.Hash128Seed(bgrx[y*stride:y*stride+w*4], c.seed)
 		c.dirty[y] = fresh || sum != c.rows[y]
 		c.rows[y] = sum

@@ -58,6 +58,7 @@ type display struct {
 	s2      rgbs2.Encoder   // its bands S2-compressed, for raws2 (guarded by sem)
 	jpeg    rgbjpeg.Encoder // its rows of MCUs coded
 	last    lastCapture     // the last capture, for not_modified without capturing (guarded by sem)
+	rowsBuf []bool          // scratch: the rows a capture hashes (guarded by sem)
 	initial *xInitial       // the X state a reset returns to (guarded by sem)
 	quiet   *quiesce        // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
 }

@@ -3,6 +3,7 @@ package guest_test
 import (
 	"bufio"
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -93,6 +94,25 @@ func TestFramebufferCapture(t *testing.T) {
 				}
 			}
 			t.Fatalf("capture %d: %d bytes differ from GetImage's, the first at pixel (%d,%d)", i, n, at%testW, at/testW)
+		}
+	}
+	// Only the rows DAMAGE says were drawn since the last capture are
+	// hashed: small fills anywhere, each followed at once by a capture,
+	// must all show, and so must a fill drawn just after the capture before.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 60 {
+		w, h := 1+rng.IntN(40), 1+rng.IntN(20)
+		x0, y0 := rng.IntN(testW-w+1), rng.IntN(testH-h+1)
+		r.Fill(x0, y0, w, h, rng.Uint32()&0xffffff)
+		if i%3 == 0 {
+			r.Fill(rng.IntN(testW), rng.IntN(testH), 1, 1, rng.Uint32()&0xffffff)
+		}
+		shot, err := d.cl.Screenshot(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(shot.Data, getImage()) {
+			t.Fatalf("fill %d (%dx%d at %d,%d): the capture misses pixels GetImage shows", i, w, h, x0, y0)
 		}
 	}
 	if _, n, _ := xvfbSegment(t, d.sess.XPid()); n < 2 {

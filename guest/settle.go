@@ -38,6 +38,11 @@ type damageState struct {
 	ok bool
 	id atomic.Uint32 // the damage object; set before it exists, as its first notify may come at once
 
+	// Regions (damaged): what was drawn since the last capture, and the
+	// event loop's and the capture's own subtract targets. 0: none.
+	acc, tmpEL atomic.Uint32
+	tmpCap     xfixes.Region
+
 	sendMu sync.Mutex // orders barrier numbers with their requests
 	sent   uint64     // barriers sent (guarded by sendMu)
 
@@ -90,6 +95,7 @@ func (x *xconn) initDamage() {
 	if _, err := damage.QueryVersion(x.c, 1, 1).Reply(); err != nil {
 		return
 	}
+	x.initDamageRegions()
 	id, err := damage.NewDamageId(x.c)
 	if err != nil {
 		return
@@ -111,8 +117,63 @@ func (x *xconn) onDamage() {
 	if id == 0 {
 		return
 	}
-	damage.Subtract(x.c, id, 0, 0)
+	if acc, tmp := xfixes.Region(x.dmg.acc.Load()), xfixes.Region(x.dmg.tmpEL.Load()); acc != 0 {
+		// Where it was drawn joins what the next capture reads (damaged).
+		damage.Subtract(x.c, id, 0, tmp)
+		xfixes.UnionRegion(x.c, tmp, acc, acc)
+	} else {
+		damage.Subtract(x.c, id, 0, 0)
+	}
 	x.dmg.bump(true)
+}
+
+// Where the screen changed.
+//
+// The capture already trusts DAMAGE to say whether the screen changed since
+// the last capture (an unchanged screen is not read at all); it also trusts
+// it to say where, so that only the rows damaged since then are hashed and
+// compared. Every subtract moves the damage into a region of its own (the
+// event loop's, or the capture's: two goroutines must not share one), which
+// is then joined to acc, all on the server and in request order. A capture,
+// under the server grab and after its barrier (by when the event loop has
+// sent the subtract of every notify before it), subtracts what is left,
+// fetches acc and empties it: that is every rectangle drawn since the
+// previous capture on this connection.
+
+// initDamageRegions creates the regions; without them every row is hashed.
+func (x *xconn) initDamageRegions() {
+	var ids [3]xfixes.Region
+	for i := range ids {
+		id, err := xfixes.NewRegionId(x.c)
+		if err != nil {
+			return
+		}
+		if err := xfixes.CreateRegionChecked(x.c, id, nil).Check(); err != nil {
+			return
+		}
+		ids[i] = id
+	}
+	x.dmg.tmpEL.Store(uint32(ids[1]))
+	x.dmg.tmpCap = ids[2]
+	x.dmg.acc.Store(uint32(ids[0])) // last: the event loop reads it first
+}
+
+// damaged returns the rectangles drawn since the previous call (the
+// previous capture) and starts afresh; ok is false without regions. It runs
+// under the display lock, after a barrier.
+func (x *xconn) damaged() ([]xproto.Rectangle, bool, error) {
+	acc := xfixes.Region(x.dmg.acc.Load())
+	if acc == 0 {
+		return nil, false, nil
+	}
+	damage.Subtract(x.c, damage.Damage(x.dmg.id.Load()), 0, x.dmg.tmpCap)
+	xfixes.UnionRegion(x.c, x.dmg.tmpCap, acc, acc)
+	r, err := xfixes.FetchRegion(x.c, acc).Reply()
+	if err != nil {
+		return nil, false, err
+	}
+	xfixes.SetRegion(x.c, acc, nil)
+	return r.Rectangles, true, nil
 }
 
 // isBarrier reports whether e is a barrier's PropertyNotify (event loop).
