@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"bytes"
 	"io"
 	"sync"
 )
@@ -17,7 +18,7 @@ type splicedBody struct {
 	parts []splicePart
 	n     int // total length
 	done  func()
-	pos   int // Read's progress
+	rd    io.Reader // Read's progress
 }
 
 // splicePart is a referenced string, which comes after buf[:at].
@@ -77,27 +78,16 @@ func (b *splicedBody) WriteTo(w io.Writer) (int64, error) {
 
 // Read serves a caller that does not use WriteTo.
 func (b *splicedBody) Read(p []byte) (int, error) {
-	if b.pos >= b.n {
-		return 0, io.EOF
-	}
-	// Locate pos among the pieces in order.
-	off, at := 0, 0
-	pieces := make([][]byte, 0, 2*len(b.parts)+1)
-	for _, sp := range b.parts {
-		pieces = append(pieces, b.buf[at:sp.at], sp.ext)
-		at = sp.at
-	}
-	pieces = append(pieces, b.buf[at:])
-	n := 0
-	for _, pc := range pieces {
-		if b.pos < off+len(pc) && n < len(p) {
-			k := copy(p[n:], pc[b.pos-off:])
-			n += k
-			b.pos += k
+	if b.rd == nil {
+		var rs []io.Reader
+		at := 0
+		for _, sp := range b.parts {
+			rs = append(rs, bytes.NewReader(b.buf[at:sp.at]), bytes.NewReader(sp.ext))
+			at = sp.at
 		}
-		off += len(pc)
+		b.rd = io.MultiReader(append(rs, bytes.NewReader(b.buf[at:]))...)
 	}
-	return n, nil
+	return b.rd.Read(p)
 }
 
 // Close runs done and recycles the body; fasthttp calls it once the
@@ -106,7 +96,7 @@ func (b *splicedBody) Close() error {
 	if b.done != nil {
 		b.done()
 	}
-	b.buf, b.parts, b.n, b.done, b.pos = b.buf[:0], b.parts[:0], 0, nil, 0
+	b.buf, b.parts, b.n, b.done, b.rd = b.buf[:0], b.parts[:0], 0, nil, nil
 	if cap(b.buf) <= 1<<20 {
 		clear(b.parts[:cap(b.parts)])
 		splicedBodies.Put(b)

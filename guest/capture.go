@@ -51,9 +51,10 @@ type frame struct {
 	hash    string
 	pointer [2]int
 	display aci.Display
-	same    bool   // no damage since the last capture, whose hash the caller holds: nothing captured
-	s2      []byte // raws2: the frame compressed at capture (rgb is then nil)
-	bands   []int  // raws2: the byte length of each band's S2 elements
+	same    bool          // no damage since the last capture, whose hash the caller holds: nothing captured
+	s2      []byte        // raws2: the frame compressed at capture (rgb is then nil)
+	bands   []int         // raws2: the byte length of each band's S2 elements
+	encode  time.Duration // raws2: how long the compression took, within the capture
 }
 
 // lastCapture is what the last capture showed and the damage seen by then.
@@ -142,7 +143,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		}
 	}()
 	shot := &wire.Shot{Hash: f.hash, W: f.w, H: f.h, Format: format, Pointer: f.pointer, Display: f.display, Settle: info,
-		Timings: map[string]int64{"settle_us": t1.Sub(t0).Microseconds(), "capture_us": t2.Sub(t1).Microseconds()}}
+		Timings: map[string]int64{"settle_us": t1.Sub(t0).Microseconds(), "capture_us": (t2.Sub(t1) - f.encode).Microseconds()}}
 	if shot.A11y, err = s.observeTree(ctx, o); err != nil {
 		return nil, err
 	}
@@ -152,6 +153,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 	}
 	if f.s2 != nil {
 		shot.Data, shot.BandRows, shot.Bands = f.s2, rgbs2.BandRows, f.bands
+		shot.Timings["encode_us"] = f.encode.Microseconds()
 		return shot, nil
 	}
 	t3 := time.Now()
@@ -260,7 +262,9 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 			// converted capture: only the bands whose rows changed since
 			// the last raws2 frame are compressed again, and no copy of
 			// the pixels is made.
+			t := time.Now()
 			f.s2, f.bands, err = d.s2.Encode(d.s2Buf.get(0), d.conv.rgb, ow, oh, d.conv.ver, nil)
+			f.encode = time.Since(t)
 			if err != nil {
 				return aci.Errorf(aci.CodeInternal, "encode raws2: %v", err)
 			}

@@ -47,7 +47,7 @@ func (f *framebuffer) detach() { unix.SysvShmDetach(f.mem) }
 
 // shmSegment is one line of /proc/sysvipc/shm.
 type shmSegment struct {
-	id, perms, size, cpid, cuid int
+	id, perms, cpid, cuid int
 }
 
 // shmSegments lists the System V segments of this IPC namespace.
@@ -67,15 +67,14 @@ func shmSegments() ([]shmSegment, error) {
 			continue
 		}
 		var s shmSegment
-		var e [5]error
+		var e [4]error
 		s.id, e[0] = strconv.Atoi(fl[1])
 		var perms uint64
 		perms, e[1] = strconv.ParseUint(fl[2], 8, 32)
 		s.perms = int(perms)
-		s.size, e[2] = strconv.Atoi(fl[3])
-		s.cpid, e[3] = strconv.Atoi(fl[4])
-		s.cuid, e[4] = strconv.Atoi(fl[9])
-		if e[0] == nil && e[1] == nil && e[2] == nil && e[3] == nil && e[4] == nil {
+		s.cpid, e[2] = strconv.Atoi(fl[4])
+		s.cuid, e[3] = strconv.Atoi(fl[9])
+		if e[0] == nil && e[1] == nil && e[2] == nil && e[3] == nil {
 			out = append(out, s)
 		}
 	}
