@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // FrameFile is one encoded frame to store under its hash and format.
@@ -14,11 +16,11 @@ type FrameFile struct {
 
 // PutFrames stores a batch of frames crash-safely, each once (a frame
 // already stored is left as is). It goes in phases: every frame is written
-// to a temp file, then each is fsynced, renamed into place, and each
-// directory touched is fsynced once for the whole batch. Written first and
-// synced after, the batch's files share one journal commit on a journaling
-// filesystem instead of taking one each. It returns the first error and
-// stores what it can.
+// to a temp file; one syncfs of the store's filesystem makes them all
+// durable; each is renamed into place; a second syncfs makes the names
+// durable. A crash leaves a frame either whole under its name or absent (a
+// stray temp file at worst). It returns the first error and stores what it
+// can.
 func (s *Store) PutFrames(frames []FrameFile) error {
 	var first error
 	fail := func(err error) {
@@ -59,32 +61,39 @@ func (s *Store) PutFrames(frames []FrameFile) error {
 		}
 		todo = append(todo, pending{tf, tf.Name(), p})
 	}
-	dirs := map[string]bool{}
+	if len(todo) == 0 {
+		return first
+	}
+	// One syncfs makes every temp file's data durable, a second, after the
+	// renames, their names: two journal commits a batch, where an fsync of
+	// each file and of each (hash-prefix) directory took two a frame.
+	fd := int(todo[0].f.Fd())
+	synced := unix.Syncfs(fd)
+	if synced != nil {
+		fail(fmt.Errorf("trajectory store: syncfs: %w", synced))
+	}
+	renamed := 0
 	for _, d := range todo {
-		err := d.f.Sync()
-		if cerr := d.f.Close(); err == nil {
-			err = cerr
-		}
+		err := synced
 		if err == nil {
 			err = os.Rename(d.tmp, d.path)
 		}
 		if err != nil {
 			os.Remove(d.tmp)
-			fail(fmt.Errorf("trajectory store: %w", err))
+			if synced == nil {
+				fail(fmt.Errorf("trajectory store: %w", err))
+			}
 			continue
 		}
-		dirs[filepath.Dir(d.path)] = true
+		renamed++
 	}
-	for dir := range dirs {
-		d, err := os.Open(dir)
-		if err != nil {
-			fail(err)
-			continue
+	if renamed > 0 {
+		if err := unix.Syncfs(fd); err != nil {
+			fail(fmt.Errorf("trajectory store: syncfs: %w", err))
 		}
-		if err := d.Sync(); err != nil {
-			fail(err)
-		}
-		d.Close()
+	}
+	for _, d := range todo {
+		d.f.Close()
 	}
 	return first
 }
