@@ -13,7 +13,6 @@ import (
 // only the bands whose bytes changed into this one instead of three
 // megabytes afresh (docs/architecture.md, "Cost of a step").
 type keptRaw struct {
-	hash    string
 	w, h    int
 	blk     []byte // the raws2 block rgb was decoded from (shared with the frame cache, never written)
 	offs    []int  // its bands' offsets (rgbs2.Split)
@@ -72,7 +71,7 @@ func (b *batch) patchRaw(e *env, shot *wire.Shot) []byte {
 		e.dropRaw() // partly patched
 		return nil
 	}
-	kr.hash, kr.blk, kr.offs = shot.Hash, shot.Data, offs
+	kr.blk, kr.offs = shot.Data, offs
 	kr.lent.Store(true)
 	b.mu.Lock()
 	b.kept = append(b.kept, kr)

@@ -216,30 +216,28 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 			xproto.GrabServer(x.c)
 		}
 		var seq uint64
+		var rows []bool // the rows to hash; nil: every row
 		if x.dmg.ok {
 			if err := x.barrier(ctx); err != nil {
 				return err
 			}
 			seq = x.dmg.snap().seq
 			l := d.last
-			if l.conn == x && l.seq == seq && l.src == src && l.ow == ow && l.oh == oh && slices.Contains(o.IfNoneMatch, l.hash) {
+			sameGeometry := l.conn == x && l.src == src && l.ow == ow && l.oh == oh
+			if sameGeometry && l.seq == seq && slices.Contains(o.IfNoneMatch, l.hash) {
 				f.hash, f.same = l.hash, true
 				return nil
 			}
-		}
-		// The rows drawn since the last capture, when it was of this
-		// geometry on this connection; nil: every row is hashed. The last
-		// capture is forgotten until this one is done, so a capture that
-		// fails from here on leaves the next to hash every row.
-		var rows []bool
-		if x.dmg.ok {
-			l := d.last
+			// The rows drawn since the last capture count only when it was
+			// of this geometry on this connection. It is forgotten until
+			// this one is done, so a capture that fails from here on leaves
+			// the next to hash every row.
 			d.last = lastCapture{}
 			rects, ok, err := x.damaged()
 			if err != nil {
 				return err
 			}
-			if ok && l.conn == x && l.src == src && l.ow == ow && l.oh == oh {
+			if ok && sameGeometry {
 				rows = d.damagedRows(rects, src)
 			}
 		}
@@ -263,7 +261,7 @@ func (s *Server) grab(ctx context.Context, o wire.ObserveArgs) (*frame, error) {
 			// the last raws2 frame are compressed again, and no copy of
 			// the pixels is made.
 			t := time.Now()
-			f.s2, f.bands, err = d.s2.Encode(d.s2Buf.get(0), d.conv.rgb, ow, oh, d.conv.ver, nil)
+			f.s2, f.bands, err = d.s2.Encode(d.s2Buf.get(0), d.conv.rgb, ow, oh, d.conv.ver)
 			f.encode = time.Since(t)
 			if err != nil {
 				return aci.Errorf(aci.CodeInternal, "encode raws2: %v", err)

@@ -17,18 +17,19 @@ import (
 // hash is seeded at random per display, so an agent cannot draw a row chosen
 // to collide with the one it replaces.
 type rgbCache struct {
-	seed   uint64
-	src    aci.Rect
-	ow, oh int
-	rows   []xxh3.Uint128 // hash of each source row behind rgb
-	rgb    []byte         // nil: nothing converted yet
-	hash   string         // FrameHash(rgb); "" until taken
-	dirty  []bool         // scratch: source rows changed by this capture
-	ver    []uint64       // per band of rgbs2.BandRows output rows: changed when any of its rows is converted
-	verSeq uint64         // the last version given out; never reset, so no two contents share one
-	bands  []frameBand    // per band: its part of the frame hash (bandHash)
-	xs     []int          // scaled: first source column of each output column
-	sums   []uint32       // scaled: one output row's channel sums
+	seed     uint64
+	src      aci.Rect
+	ow, oh   int
+	rows     []xxh3.Uint128 // hash of each source row behind rgb
+	rgb      []byte         // nil: nothing converted yet
+	hash     string         // FrameHash(rgb); "" until taken
+	dirty    []bool         // scratch: source rows changed by this capture
+	ver      []uint64       // per band of rgbs2.BandRows output rows: changed when any of its rows is converted
+	verSeq   uint64         // the last version given out; never reset, so no two contents share one
+	sumVer   []uint64       // per band: the version its part of the frame hash was taken at
+	bandSums []byte         // per band: its part of the frame hash (bandHash), 16 bytes each
+	xs       []int          // scaled: first source column of each output column
+	sums     []uint32       // scaled: one output row's channel sums
 }
 
 // update brings c.rgb up to date with the capture bgrx (rows of stride
@@ -148,30 +149,23 @@ func (c *rgbCache) scaleRow(bgrx []byte, stride, oy, y0, y1 int) {
 	}
 }
 
-// frameBand is one band's hash and the version it was taken at.
-type frameBand struct {
-	ver uint64
-	sum [16]byte
-}
-
 // frameHash is FrameHash of c.rgb, computed once per change and, within it,
 // hashing again only the bands whose rows changed.
 func (c *rgbCache) frameHash() string {
 	if c.hash != "" {
 		return c.hash
 	}
-	c.bands = grow(c.bands, len(c.ver))
+	n := len(c.ver)
+	c.sumVer, c.bandSums = grow(c.sumVer, n), grow(c.bandSums, 16*n)
 	stride := c.ow * 3
-	sums := make([]byte, 0, 16*len(c.bands))
-	for i := range c.bands {
-		b := &c.bands[i]
-		if b.ver != c.ver[i] || b.ver == 0 {
-			b.sum = bandHash(c.rgb[i*rgbs2.BandRows*stride : min((i+1)*rgbs2.BandRows, c.oh)*stride])
-			b.ver = c.ver[i]
+	for i, v := range c.ver {
+		if c.sumVer[i] != v || v == 0 {
+			sum := bandHash(c.rgb[i*rgbs2.BandRows*stride : min((i+1)*rgbs2.BandRows, c.oh)*stride])
+			copy(c.bandSums[16*i:], sum[:])
+			c.sumVer[i] = v
 		}
-		sums = append(sums, b.sum[:]...)
 	}
-	c.hash = frameHashOf(sums, c.ow, c.oh)
+	c.hash = frameHashOf(c.bandSums, c.ow, c.oh)
 	return c.hash
 }
 

@@ -44,13 +44,13 @@ type band struct {
 func Bands(h int) int { return (h + BandRows - 1) / BandRows }
 
 // Encode appends the S2 block of the w×h RGB24 frame rgb to dst and returns
-// it with the byte length of each band's elements. ver holds a version of
+// it with the byte length of each band's elements (a new slice). ver holds a version of
 // each band's pixels (Bands(h) of them, never 0): a band whose version is the
 // one its last compression had is not compressed again. Equal versions must
 // mean equal pixels; the caller that converts the rows keeps them.
-func (e *Encoder) Encode(dst, rgb []byte, w, h int, ver []uint64, lens []int) ([]byte, []int, error) {
+func (e *Encoder) Encode(dst, rgb []byte, w, h int, ver []uint64) ([]byte, []int, error) {
 	if w <= 0 || h <= 0 || len(rgb) != w*h*3 || len(ver) != Bands(h) {
-		return dst, lens, fmt.Errorf("rgbs2: %d bytes and %d versions for %dx%d RGB24", len(rgb), len(ver), w, h)
+		return dst, nil, fmt.Errorf("rgbs2: %d bytes and %d versions for %dx%d RGB24", len(rgb), len(ver), w, h)
 	}
 	if e.w != w || e.h != h {
 		e.w, e.h = w, h
@@ -74,7 +74,7 @@ func (e *Encoder) Encode(dst, rgb []byte, w, h int, ver []uint64, lens []int) ([
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(rgb)))
 	dst = grow(dst, total)
-	lens = lens[:0]
+	lens := make([]int, 0, len(e.bands))
 	for _, b := range e.bands {
 		dst = append(dst, b.el...)
 		lens = append(lens, len(b.el))

@@ -54,7 +54,7 @@ func TestEncodeIsOneS2BlockAndPatches(t *testing.T) {
 		var kept, keptBlk []byte
 		var keptOffs []int
 		for step := range 30 {
-			blk, lens, err := e.Encode(nil, px, w, h, ver, nil)
+			blk, lens, err := e.Encode(nil, px, w, h, ver)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,16 +100,16 @@ func TestEncodeTrustsVersions(t *testing.T) {
 	px := bytes.Repeat([]byte{1, 2, 3}, w*h)
 	ver := []uint64{1, 1, 1}
 	var e Encoder
-	if _, _, err := e.Encode(nil, px, w, h, ver, nil); err != nil {
+	if _, _, err := e.Encode(nil, px, w, h, ver); err != nil {
 		t.Fatal(err)
 	}
 	px[20*w*3] = 99 // band 1
-	blk, _, _ := e.Encode(nil, px, w, h, ver, nil)
+	blk, _, _ := e.Encode(nil, px, w, h, ver)
 	if got, _ := s2.Decode(nil, blk); got[20*w*3] != 1 {
 		t.Fatal("an unchanged version was compressed again")
 	}
 	ver[1] = 2
-	blk, _, _ = e.Encode(nil, px, w, h, ver, nil)
+	blk, _, _ = e.Encode(nil, px, w, h, ver)
 	if got, _ := s2.Decode(nil, blk); !bytes.Equal(got, px) {
 		t.Fatal("a changed version was not compressed again")
 	}
@@ -148,7 +148,7 @@ func TestSplitChecksLengths(t *testing.T) {
 	var e Encoder
 	w, h := 10, 20
 	ver := []uint64{1, 1}
-	blk, lens, err := e.Encode(nil, make([]byte, w*h*3), w, h, ver, nil)
+	blk, lens, err := e.Encode(nil, make([]byte, w*h*3), w, h, ver)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +169,9 @@ func BenchmarkEncodeOneLine(b *testing.B) {
 	}
 	var e Encoder
 	dst := make([]byte, 0, s2.MaxEncodedLen(len(px)))
-	var lens []int
 	for i := 0; b.Loop(); i++ {
 		ver[(i*3)%len(ver)] = uint64(i + 2)
-		dst, lens, _ = e.Encode(dst[:0], px, w, h, ver, lens)
+		dst, _, _ = e.Encode(dst[:0], px, w, h, ver)
 	}
 }
 
