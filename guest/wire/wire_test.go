@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 )
 
 // TestReadFrameAllocatesWhatArrives: a peer that declares a frame of
@@ -67,6 +68,39 @@ func TestCheckShotRawS2Size(t *testing.T) {
 	} {
 		if err := wire.CheckShot(s); err == nil {
 			t.Errorf("raws2 frame that %s was accepted", name)
+		}
+	}
+}
+
+// A guest's band table is checked too: the host patches kept frames by it
+// (envserver/rawframe.go), so bands of another height, too few or too many,
+// or lengths that do not cover the block are refused on arrival.
+func TestCheckShotRawS2Bands(t *testing.T) {
+	hash := strings.Repeat("ab", 16)
+	rgb := bytes.Repeat([]byte{1, 2, 3}, 64*48)
+	var e rgbs2.Encoder
+	ver := []uint64{1, 1, 1}
+	blk, lens, err := e.Encode(nil, rgb, 64, 48, ver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := func(rows int, lens []int) *wire.Shot {
+		return &wire.Shot{Hash: hash, W: 64, H: 48, Format: wire.FormatRawS2, Data: blk, BandRows: rows, Bands: lens}
+	}
+	if err := wire.CheckShot(shot(rgbs2.BandRows, lens)); err != nil {
+		t.Fatalf("a well-formed banded raws2 frame: %v", err)
+	}
+	for name, s := range map[string]*wire.Shot{
+		"bands of another height":   shot(8, lens),
+		"too few bands":             shot(rgbs2.BandRows, lens[:2]),
+		"too many bands":            shot(rgbs2.BandRows, append(append([]int(nil), lens...), 0)),
+		"lengths past the block":    shot(rgbs2.BandRows, []int{lens[0], lens[1], lens[2] + 1}),
+		"lengths short of it":       shot(rgbs2.BandRows, []int{lens[0], lens[1], lens[2] - 1}),
+		"a negative length":         shot(rgbs2.BandRows, []int{-1, lens[1] + 1, lens[2]}),
+		"a band table without rows": shot(0, lens),
+	} {
+		if err := wire.CheckShot(s); err == nil {
+			t.Errorf("raws2 frame with %s was accepted", name)
 		}
 	}
 }
