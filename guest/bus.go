@@ -53,7 +53,8 @@ func findRegistryd() string {
 
 // Bus is the session's running bus.
 type Bus struct {
-	dir    string
+	dir    string // its configuration
+	tmp    bool   // dir is its own, removed by Close
 	addr   string // the bus's address, session and accessibility alike
 	procs  []busProc
 	alive  atomic.Bool
@@ -66,8 +67,8 @@ type busProc struct {
 	done chan struct{}
 }
 
-// busConf is a bus configuration: listen on a socket in the bus's private
-// directory, authenticate by uid, and let the agent (the daemon's own uid)
+// busConf is a bus configuration: listen on the bus's abstract socket,
+// authenticate by uid, and let the agent (the daemon's own uid)
 // and root (guestd) connect and talk to anyone.
 const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -90,24 +91,36 @@ const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 // registry as as (nil: this process's identity), with env and display, and
 // returns once the registry owns its name on the accessibility bus. On
 // failure everything started is ended.
-func StartBus(ctx context.Context, display string, env []string, as *Identity, logDir string) (*Bus, error) {
+//
+// The bus listens on an abstract socket named after the display: a sandbox
+// has a network namespace of its own, so the name is the sandbox's, and no
+// directory the agent can write holds it. The address is the same each
+// time the bus starts on that display, so a bus started afresh by a reset in
+// place (Session.Restart) is found by apps under the address guestd gave
+// them. Its configuration lives in dir (nil: a fresh temporary directory),
+// which guestd owns and the agent can read but not write.
+func StartBus(ctx context.Context, display string, env []string, as *Identity, dir, logDir string) (*Bus, error) {
 	reg := findRegistryd()
 	if reg == "" {
 		return nil, errors.New("guest: bus: at-spi2-registryd not found (Debian package at-spi2-core)")
 	}
-	dir, err := os.MkdirTemp("", "shinken-bus-")
-	if err != nil {
+	b := &Bus{addr: busAddress(display)}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "shinken-bus-")
+		if err != nil {
+			return nil, fmt.Errorf("guest: bus: %w", err)
+		}
+		dir, b.tmp = d, true
+	} else if err := freshDir(dir); err != nil {
 		return nil, fmt.Errorf("guest: bus: %w", err)
 	}
-	b := &Bus{dir: dir}
+	b.dir = dir
 	fail := func(err error) (*Bus, error) {
 		b.Close()
 		return nil, err
 	}
-	if as.distinct() {
-		if err := os.Chown(dir, as.UID, as.GID); err != nil {
-			return fail(fmt.Errorf("guest: bus: %w", err))
-		}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fail(fmt.Errorf("guest: bus: %w", err))
 	}
 	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS")
 	env = withDefault(env, "DISPLAY", display)
@@ -115,16 +128,13 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, l
 	if err != nil {
 		return fail(err)
 	}
-	sock := filepath.Join(dir, "session")
 	conf := filepath.Join(dir, "session.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, "session", sock)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(busConf, "session", b.addr)), 0o644); err != nil {
 		return fail(fmt.Errorf("guest: bus: %w", err))
 	}
-	addr, err := b.startDaemon(ctx, "session", conf, denv, as, logDir)
-	if err != nil {
+	if err := b.startDaemon(ctx, "session", conf, denv, as, logDir); err != nil {
 		return fail(err)
 	}
-	b.addr = addr
 	renv := append(env[:len(env):len(env)], b.Env()...)
 	cmd := &exec.Cmd{Path: reg, Args: []string{reg}, Env: renv}
 	if err := b.start(cmd, "at-spi2-registryd", as, logDir); err != nil {
@@ -137,23 +147,40 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, l
 	return b, nil
 }
 
-// startDaemon starts one dbus-daemon and reads the address it prints once
-// it listens.
-func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, as *Identity, logDir string) (string, error) {
+// busAddress is the bus's address on display: an abstract socket of the
+// sandbox's network namespace (no guid: a restarted daemon has a new one).
+func busAddress(display string) string {
+	n := strings.TrimPrefix(display, ":")
+	n, _, _ = strings.Cut(n, ".")
+	return "unix:abstract=shinken-bus-" + n
+}
+
+// freshDir makes dir an empty directory of this process's, whatever was
+// there (nothing in it is followed: RemoveAll unlinks links).
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+// startDaemon starts one dbus-daemon and waits for the address it prints
+// once it listens.
+func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, as *Identity, logDir string) error {
 	path, err := exec.LookPath(busDaemon)
 	if err != nil {
-		return "", fmt.Errorf("guest: bus: %w", err)
+		return fmt.Errorf("guest: bus: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer r.Close()
 	cmd := &exec.Cmd{Path: path, Args: []string{busDaemon, "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=3"}, Env: env, ExtraFiles: []*os.File{w}}
 	err = b.start(cmd, kind+" bus", as, logDir)
 	w.Close()
 	if err != nil {
-		return "", err
+		return err
 	}
 	done := b.procs[len(b.procs)-1].done
 	got := make(chan string, 1)
@@ -164,14 +191,14 @@ func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, 
 	select {
 	case addr := <-got:
 		if addr == "" {
-			return "", fmt.Errorf("guest: %s bus printed no address", kind)
+			return fmt.Errorf("guest: %s bus printed no address", kind)
 		}
-		return addr, nil
+		return nil
 	case <-done:
-		return "", fmt.Errorf("guest: %s bus exited during start-up", kind)
+		return fmt.Errorf("guest: %s bus exited during start-up", kind)
 	case <-ctx.Done():
 		r.SetReadDeadline(time.Now())
-		return "", fmt.Errorf("guest: waiting for the %s bus: %w", kind, ctx.Err())
+		return fmt.Errorf("guest: waiting for the %s bus: %w", kind, ctx.Err())
 	}
 }
 
@@ -293,7 +320,9 @@ func (b *Bus) Close() error {
 		}
 		signalGroup(p.pid, syscall.SIGKILL)
 	}
-	os.RemoveAll(b.dir)
+	if b.tmp {
+		os.RemoveAll(b.dir)
+	}
 	return nil
 }
 
@@ -319,7 +348,11 @@ func (s *Session) startBus(ctx context.Context, cfg SessionConfig) {
 		cfg.Logf("guest: no dbus-daemon or at-spi2-registryd: the session has no accessibility bus")
 		return
 	}
-	b, err := StartBus(ctx, cfg.Display, cfg.Env, cfg.WMAs, cfg.LogDir)
+	dir := ""
+	if cfg.RunDir != "" {
+		dir = filepath.Join(cfg.RunDir, "bus")
+	}
+	b, err := StartBus(ctx, cfg.Display, cfg.Env, cfg.WMAs, dir, cfg.LogDir)
 	if err != nil {
 		msg := ""
 		if cfg.LogDir != "" {
@@ -330,26 +363,33 @@ func (s *Session) startBus(ctx context.Context, cfg SessionConfig) {
 		cfg.Logf("guest: %v%s: the session has no accessibility bus", err, msg)
 		return
 	}
+	s.mu.Lock()
 	s.bus = b
+	s.mu.Unlock()
 }
 
 // Bus returns the session's buses, nil without them.
-func (s *Session) Bus() *Bus { return s.bus }
+func (s *Session) Bus() *Bus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bus
+}
 
 // BusEnv is what an app needs to find the session's buses (nil without).
 func (s *Session) BusEnv() []string {
-	if s.bus == nil {
-		return nil
+	if b := s.Bus(); b != nil {
+		return b.Env()
 	}
-	return s.bus.Env()
+	return nil
 }
 
 // AppEnv is env for apps of the session: with the buses, their addresses
 // and no NO_AT_BRIDGE, so that toolkits export their accessibility trees.
 func (s *Session) AppEnv(env []string) []string {
-	if s.bus == nil {
+	b := s.Bus()
+	if b == nil {
 		return env
 	}
 	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS", "GTK_MODULES")
-	return append(env, s.bus.Env()...)
+	return append(env, b.Env()...)
 }

@@ -81,13 +81,6 @@ func (x *xconn) captureInitial() error {
 	return nil
 }
 
-// resetRootProps are root window properties that clients set to leave state
-// behind them (cut buffers, resources, wallpaper); a reset deletes those the
-// fresh desktop did not have.
-var resetRootProps = []string{"CUT_BUFFER0", "CUT_BUFFER1", "CUT_BUFFER2", "CUT_BUFFER3", "CUT_BUFFER4",
-	"CUT_BUFFER5", "CUT_BUFFER6", "CUT_BUFFER7", "RESOURCE_MANAGER", "SCREEN_RESOURCES",
-	"_XROOTPMAP_ID", "ESETROOT_PMAP_ID", "_XSETROOT_ID"}
-
 // resetX returns the X server to its initial state over guestd's own
 // connection: held keys and buttons released, the keyboard and modifier
 // mappings, keyboard and pointer control (auto-repeat, bell, acceleration),
@@ -155,11 +148,14 @@ func (x *xconn) resetX() error {
 			xproto.SetSelectionOwner(x.c, 0, a, xproto.TimeCurrentTime)
 		}
 	}
-	for _, name := range resetRootProps {
-		a, err := x.atom(name)
-		if err != nil {
-			return err
-		}
+	// Every root property the fresh desktop lacked goes: cut buffers,
+	// resources, wallpaper, and whatever else a client of the episode set
+	// there for the next one to read.
+	pl, err := xproto.ListProperties(x.c, x.root).Reply()
+	if err != nil {
+		return fmt.Errorf("reset: root properties: %w", err)
+	}
+	for _, a := range pl.Atoms {
 		if !in.rootProps[a] {
 			xproto.DeleteProperty(x.c, x.root, a)
 		}
@@ -191,6 +187,11 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 		res.ElapsedUS = time.Since(t0).Microseconds()
 		return res, nil
 	case wire.ResetRelaunch:
+		if s.cfg.Restart != nil {
+			if err := s.cfg.Restart(ctx); err != nil {
+				return nil, err
+			}
+		}
 		n, err := s.relaunch(ctx, true)
 		if err != nil {
 			return nil, err
@@ -219,20 +220,17 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 	}
 }
 
-// quiesce ends every process of the episode (everything but guestd, the X
-// server and the session processes Config.Keep names), lets the agent start
-// processes again, and resets the X server's state. The agent's freezer
-// cgroup (frozen by a score) is thawed after the kill is sent: a frozen
-// process cannot die, and a thawed one with SIGKILL pending runs no code.
+// quiesce ends every process of the episode (everything but guestd and the
+// X server: the session's buses and window manager run as the agent and
+// start afresh in the relaunch phase), lets the agent start processes
+// again, removes what the episode left in shared memory and System V IPC,
+// and resets the X server's state. The agent's freezer cgroup (frozen by a
+// score) is thawed after the kill is sent: a frozen process cannot die,
+// and a thawed one with SIGKILL pending runs no code.
 func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	s.score.Lock()
 	defer s.score.Unlock()
 	keep := s.exempt()
-	if s.cfg.Keep != nil {
-		for _, p := range s.cfg.Keep() {
-			keep[p] = true
-		}
-	}
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	s.procs.killAll()
@@ -240,7 +238,8 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The score's SIGSTOP sweep stopped the kept session processes too.
+	// The score's SIGSTOP sweep stopped the X server too, where it is not
+	// exempt.
 	for p := range keep {
 		if p != os.Getpid() {
 			unix.Kill(p, unix.SIGCONT)
@@ -249,17 +248,13 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	s.apps.mu.Lock()
 	s.apps.list = nil
 	s.apps.mu.Unlock()
+	if err := s.clearIPC(sctx, keep); err != nil {
+		return nil, err
+	}
 	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX() }); err != nil {
 		return nil, err
 	}
-	if err := s.awaitNoClients(sctx); err != nil {
-		return nil, err
-	}
-	res := &wire.ResetResult{Killed: n}
-	if s.cfg.KeepFiles != nil {
-		res.Keep = s.cfg.KeepFiles()
-	}
-	return res, nil
+	return &wire.ResetResult{Killed: n}, nil
 }
 
 // sweep kills every process that may belong to the episode and is not kept
@@ -360,34 +355,5 @@ func awaitExit(ctx context.Context, fds []int) error {
 func closeAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
-	}
-}
-
-// awaitNoClients waits until the window manager has let go of every window
-// of the ended episode (its client list is empty): an app relaunched while
-// the window manager still catches up is placed and sized differently from
-// one on a fresh desktop. It wakes on window-list changes.
-func (s *Server) awaitNoClients(ctx context.Context) error {
-	for {
-		var wake <-chan struct{}
-		left := 0
-		err := s.x.run(ctx, 0, func(x *xconn) error {
-			wake = x.windowsChan()
-			ids, _ := x.clientList()
-			left = len(ids)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if left == 0 {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return aci.Errorf(aci.CodeTimeout, "reset: the window manager still manages %d window(s) of the episode", left)
-		}
 	}
 }

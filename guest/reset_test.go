@@ -42,7 +42,7 @@ func TestResetPhases(t *testing.T) {
 	t.Cleanup(func() { sess.Close() })
 	dir := t.TempDir()
 	srv, err := guest.NewServer(guest.Config{Display: sess.Display(), StateDir: filepath.Join(dir, "state"), Env: append(os.Environ(), "HOME="+dir),
-		Exempt: func() []int { return []int{sess.XPid()} }, Keep: sess.KeepPids})
+		Exempt: func() []int { return []int{sess.XPid()} }, Restart: sess.Restart})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,13 +61,11 @@ type Config struct {
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int
-	// Keep lists the session processes an in-place reset keeps running
-	// besides guestd and the Exempt ones (the window manager, the session's
-	// buses); every other process ends (docs/architecture.md, "Reset in place").
-	Keep func() []int
-	// KeepFiles lists the files and directories of the live session (its
-	// bus directory) that a host restoring the sandbox's files leaves alone.
-	KeepFiles func() []string
+	// Restart starts the session's helpers (buses, window manager) afresh
+	// at the start of a reset's relaunch phase; an in-place reset ends
+	// every process but guestd and the Exempt ones (docs/architecture.md,
+	// "Reset in place"). Nil: nothing to restart.
+	Restart func(ctx context.Context) error
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string

@@ -28,9 +28,14 @@ type SessionConfig struct {
 	WM string
 	// Env is the environment for Xvfb and the WM (nil: this process's).
 	Env []string
-	// LogDir, when set, receives xvfb.log and wm.log; otherwise output is
-	// discarded.
+	// LogDir, when set, receives xvfb.log, wm.log and bus.log; otherwise
+	// output is discarded. Like RunDir it must be guestd's own: a log in a
+	// directory the agent writes would outlive the episode.
 	LogDir string
+	// RunDir is a directory of guestd's own that the agent can read but not
+	// write (the guest socket's): the bus's configuration lives in it.
+	// Empty: a temporary directory.
+	RunDir string
 	// WMAs is the identity the window manager runs as (the agent's: what
 	// its menus start is the agent's); nil: this process's.
 	WMAs *Identity
@@ -59,6 +64,8 @@ type Session struct {
 	xDone   chan struct{}
 	wmDone  chan struct{}
 	once    sync.Once
+	cfg     SessionConfig // as started, defaults filled in
+	mu      sync.Mutex    // wmpid, wmDone and bus, which Restart replaces
 	bus     *Bus
 }
 
@@ -88,7 +95,7 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guest: session: %w", err)
 	}
-	s := &Session{xDone: make(chan struct{}), wmDone: make(chan struct{})}
+	s := &Session{xDone: make(chan struct{})}
 	args := []string{"Xvfb"}
 	var dfdR *os.File
 	if cfg.Display != "" {
@@ -158,23 +165,32 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		return nil, err
 	}
 	restrictFramebuffer(s.xpid)
+	s.cfg = cfg
+	if err := s.startHelpers(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startHelpers starts the session's buses (where asked for) and its window
+// manager, and returns once the window manager serves the display.
+func (s *Session) startHelpers(ctx context.Context) error {
+	cfg := s.cfg
 	if cfg.A11y {
 		s.startBus(ctx, cfg)
 	}
 	if cfg.WM == "none" {
-		close(s.wmDone)
-		return s, nil
+		return nil
 	}
 	wmArgs := strings.Fields(cfg.WM)
 	wmPath, err := exec.LookPath(wmArgs[0])
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("guest: window manager: %w", err)
+		return fmt.Errorf("guest: window manager: %w", err)
 	}
 	wlog, err := logFile(cfg.LogDir, "wm.log")
 	if err != nil {
-		s.Close()
-		return nil, err
+		return err
 	}
 	wcmd := &exec.Cmd{Path: wmPath, Args: wmArgs, Env: withDefault(cfg.Env, "DISPLAY", cfg.Display), Stdout: wlog, Stderr: wlog}
 	if i := envIndex(wcmd.Env, "DISPLAY"); i >= 0 {
@@ -185,22 +201,47 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	wmpid, wwait, err := cfg.WMCgroups.Start(wcmd, startChild)
 	wlog.Close()
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("guest: start %s: %w", wmArgs[0], err)
+		return fmt.Errorf("guest: start %s: %w", wmArgs[0], err)
 	}
-	s.wmpid = wmpid
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.wmpid, s.wmDone = wmpid, done
+	s.mu.Unlock()
 	s.wmAlive.Store(true)
 	go func() {
 		ws := <-wwait
 		s.wmAlive.Store(false)
-		cfg.Logf("guest: window manager (pid %d) exited: %v", s.wmpid, ws)
-		close(s.wmDone)
+		cfg.Logf("guest: window manager (pid %d) exited: %v", wmpid, ws)
+		close(done)
 	}()
-	if err := waitWM(ctx, cfg.Display, s.wmDone, s.xDone); err != nil {
-		s.Close()
-		return nil, err
+	return waitWM(ctx, cfg.Display, done, s.xDone)
+}
+
+// Restart starts the session's buses and window manager afresh. A reset in
+// place ends them with the rest of the episode: they run as the agent, so a
+// process of the episode could have traced, signalled or filled them, and
+// nothing of an episode may reach the next (docs/architecture.md, "Reward
+// integrity"). Call it once they have been ended, after the agent's files
+// are restored: the window manager reads its configuration from the
+// agent's home.
+func (s *Session) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	wmpid, wmDone, bus := s.wmpid, s.wmDone, s.bus
+	s.bus = nil
+	s.mu.Unlock()
+	bus.Close()
+	if wmpid != 0 {
+		signalGroup(wmpid, syscall.SIGKILL)
+		select {
+		case <-wmDone:
+		case <-ctx.Done():
+			return fmt.Errorf("guest: restart: the old window manager did not end: %w", ctx.Err())
+		}
 	}
-	return s, nil
+	if !s.xAlive.Load() {
+		return errors.New("guest: restart: the X server is gone")
+	}
+	return s.startHelpers(ctx)
 }
 
 // Display returns the session's display name (":N").
@@ -210,7 +251,11 @@ func (s *Session) Display() string { return s.display }
 func (s *Session) XPid() int { return s.xpid }
 
 // WMPid returns the window manager's process id (0 without one).
-func (s *Session) WMPid() int { return s.wmpid }
+func (s *Session) WMPid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wmpid
+}
 
 // Alive reports whether Xvfb and the window manager are still running.
 func (s *Session) Alive() (x, wm bool) { return s.xAlive.Load(), s.wmAlive.Load() }
@@ -219,11 +264,14 @@ func (s *Session) Alive() (x, wm bool) { return s.xAlive.Load(), s.wmAlive.Load(
 // grace period) and waits for them.
 func (s *Session) Close() error {
 	s.once.Do(func() {
-		s.bus.Close()
+		s.mu.Lock()
+		bus, wmpid, wmDone := s.bus, s.wmpid, s.wmDone
+		s.mu.Unlock()
+		bus.Close()
 		for _, p := range []struct {
 			pid  int
 			done chan struct{}
-		}{{s.wmpid, s.wmDone}, {s.xpid, s.xDone}} {
+		}{{wmpid, wmDone}, {s.xpid, s.xDone}} {
 			if p.pid == 0 {
 				continue
 			}
@@ -357,27 +405,4 @@ func waitWM(ctx context.Context, display string, wmDone, xDone <-chan struct{}) 
 		})
 		return err == nil && ok
 	}, wmDone, xDone)
-}
-
-// KeepPids lists the session processes an in-place reset keeps running
-// besides the X server: the window manager and the session's buses.
-func (s *Session) KeepPids() []int {
-	var out []int
-	if s.wmpid != 0 {
-		out = append(out, s.wmpid)
-	}
-	if s.bus != nil {
-		out = append(out, s.bus.Pids()...)
-	}
-	return out
-}
-
-// Files lists the files of the live session outside guestd's state
-// directory (the buses' directory in TMPDIR), which a restore of the
-// sandbox's files must leave in place.
-func (s *Session) Files() []string {
-	if s.bus == nil {
-		return nil
-	}
-	return []string{s.bus.dir}
 }

@@ -6,6 +6,7 @@
 //
 //	guestd [--listen unix:/path | tcp:host:port] [--display :N] [--state DIR]
 //	guestd --session --display :N --screen 1280x800x24 --wm openbox --listen unix:/dir/guest.sock --state DIR [--relaunch]
+//	guestd check read|list|type|mode|file|dir|absent PATH
 //
 // The default --listen is unix:$XDG_RUNTIME_DIR/guestd.sock, or
 // unix:/tmp/guestd-$UID.sock without XDG_RUNTIME_DIR.
@@ -16,6 +17,10 @@
 // guestd stays up, answers display_error and reports them in health. On
 // SIGTERM or SIGINT it ends everything it started and exits. As PID 1 it
 // reaps every orphan.
+//
+// guestd check is the verifiers' library: it reads one of the agent's files
+// or directories safely and exits with a status that says why it could not
+// (package guest, CheckMain).
 package main
 
 import (
@@ -37,6 +42,12 @@ import (
 )
 
 func main() {
+	// The verifier library runs guestd as `guestd check OP PATH` for each
+	// read of the agent's files (docs/architecture.md, "Verifiers read the
+	// agent's files safely"): it answers before any flag or daemon setup.
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(guest.CheckMain(os.Args[2:]))
+	}
 	if err := run(); err != nil {
 		log.Printf("guestd: %v", err)
 		os.Exit(1)
@@ -58,6 +69,7 @@ func run() error {
 	wm := flag.String("wm", "openbox", `session window manager command, or "none"`)
 	home, _ := os.UserHomeDir()
 	state := flag.String("state", filepath.Join(home, ".shinken"), "directory recording launched apps")
+	runDir := flag.String("run", "", "with --session, a directory of guestd's own that the agent can read but not write, for the session's logs and the bus's configuration; default: session/ beside the --listen socket")
 	agentIdle := flag.Bool("agent-idle", false, "start the agent's processes under SCHED_IDLE (a sandbox whose desktop and agent share one cgroup, e.g. a container)")
 	relaunch := flag.Bool("relaunch", false, "relaunch the apps recorded in --state once the desktop is ready")
 	glx := flag.Bool("glx", false, "with --session, offer OpenGL (GLX, Mesa's software renderer) to the desktop's apps; off saves ~35 ms of CPU per boot")
@@ -121,14 +133,23 @@ func run() error {
 	}
 	var sess *guest.Session
 	if *session {
+		if *runDir == "" {
+			*runDir = sessionDir(*listen, *state)
+		}
+		// Nothing of the agent's may hold the session's logs or the bus's
+		// configuration: a reset in place keeps this directory, and only
+		// what the agent cannot write may outlive an episode.
+		if err := os.MkdirAll(*runDir, 0o755); err != nil {
+			return err
+		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *state, WMAs: agent, WMCgroups: cgroups, A11y: *a11yBus, GLX: *glx, Logf: log.Printf})
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *runDir, RunDir: *runDir, WMAs: agent, WMCgroups: cgroups, A11y: *a11yBus, GLX: *glx, Logf: log.Printf})
 		cancel()
 		if err != nil {
 			// The sandbox's log is all its owner keeps: say why X or the
 			// WM did not come up.
 			for _, f := range []string{"xvfb.log", "wm.log"} {
-				if b, rerr := os.ReadFile(filepath.Join(*state, f)); rerr == nil && len(b) > 0 {
+				if b, rerr := os.ReadFile(filepath.Join(*runDir, f)); rerr == nil && len(b) > 0 {
 					log.Printf("guestd: %s (tail): %s", f, tail(b, 600))
 				}
 			}
@@ -152,16 +173,11 @@ func run() error {
 				return nil
 			}
 			return []int{sess.XPid()}
-		}, Keep: func() []int {
+		}, Restart: func(ctx context.Context) error {
 			if sess == nil {
 				return nil
 			}
-			return sess.KeepPids()
-		}, KeepFiles: func() []string {
-			if sess == nil {
-				return nil
-			}
-			return sess.Files()
+			return sess.Restart(ctx)
 		}, Logf: log.Printf})
 	if err != nil {
 		return err
@@ -186,6 +202,16 @@ func run() error {
 	}
 	log.Printf("guestd: serving %s on %s", *display, *listen)
 	return srv.Serve(ctx, ln)
+}
+
+// sessionDir is the default --run: session/ beside a unix --listen socket
+// (the providers put it in a directory of guestd's own), else beside the
+// state directory.
+func sessionDir(listen, state string) string {
+	if network, path, _ := guest.SplitAddr(listen); network == "unix" {
+		return filepath.Join(filepath.Dir(path), "session")
+	}
+	return filepath.Join(state, "session")
 }
 
 // identity returns the identity of a --*-uid/--*-gid pair, nil for none.

@@ -460,11 +460,7 @@ type ResetArgs struct {
 
 // ResetResult reports what a reset phase did.
 type ResetResult struct {
-	Killed int `msgpack:"killed,omitempty"` // quiesce: processes of the episode ended
-	// Keep (quiesce) names the entries of the session's TMPDIR that belong
-	// to the live session (its bus directory, X sockets): a restore of the
-	// sandbox's /tmp must leave them in place.
-	Keep      []string        `msgpack:"keep,omitempty"`
+	Killed    int             `msgpack:"killed,omitempty"` // quiesce: processes of the episode ended
 	Apps      int             `msgpack:"apps,omitempty"`   // relaunch: apps started again
 	Settle    *aci.SettleInfo `msgpack:"settle,omitempty"` // settle: how the screen settled
 	ElapsedUS int64           `msgpack:"elapsed_us"`

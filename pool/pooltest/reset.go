@@ -20,13 +20,19 @@ import (
 // hash (the live session's own files left out: X sockets and locks, its
 // buses' directories, guestd's logs; each sandbox has its own), then the command names of its
 // processes but the probe's own.
-const stateScript = `cd / && n=${DISPLAY#:} && for d in "$HOME" /workspace /tmp; do
+const stateScript = `cd / && n=${DISPLAY#:} && me=$(id -u) && for d in "$HOME" /workspace /tmp /dev/shm /dev/mqueue; do
   [ -d "$d" ] || continue
-  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -printf '%y %m %p\n' | sort
-  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" -o -name 'shinken-bus-*' -o -path "$HOME/.shinken/*.log" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" \) -prune -o -printf '%y %m %p\n' | sort
+  find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
 done
+for t in shm sem msg; do [ -r /proc/sysvipc/$t ] && echo "sysv $t of the agent: $(awk -v me="$me" 'NR > 1 && ($8 == me || $10 == me || $5 == me || $7 == me)' /proc/sysvipc/$t | wc -l)"; done
 echo PROCS
-for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; cat "$p/comm" 2>/dev/null; done | grep -vx -e sh -e find -e sort -e xargs -e md5sum -e cat -e grep | sort`
+for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; u=$(awk '/^Uid:/ {print $2}' "$p/status" 2>/dev/null); [ "$u" = "$me" ] && u=agent || u=other; echo "$(cat "$p/comm" 2>/dev/null) $u"; done | grep -v -e '^sh ' -e '^find ' -e '^sort ' -e '^xargs ' -e '^md5sum ' -e '^cat ' -e '^grep ' -e '^awk ' -e '^wc ' -e '^ ' | sort`
+
+// procsScript lists every process as "pid starttime uid comm", the agent's
+// uid written "agent": a process listed the same before and after a reset
+// lived through it.
+const procsScript = `me=$(id -u); for p in /proc/[0-9]*; do s=$(cut -d')' -f2- "$p/stat" 2>/dev/null | awk '{print $20}'); u=$(awk '/^Uid:/ {print $2}' "$p/status" 2>/dev/null); [ "$u" = "$me" ] && u=agent; [ -n "$s" ] && echo "${p#/proc/} $s $u $(cat "$p/comm" 2>/dev/null)"; done`
 
 // sandboxState is stateScript's output, the windows (title and class,
 // sorted) and the clipboard.
@@ -198,12 +204,30 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 			t.Fatalf("episode %s: %v", a.Verb, err)
 		}
 	}
+	// What outlives processes: POSIX shared memory and message queues,
+	// System V IPC (ipcmk makes a segment, a semaphore set and a queue).
+	MustSh(t, ec, `echo x > /dev/shm/agent; ipcmk -M 4096 -S 1 -Q >/dev/null`)
+	before := MustSh(t, ec, procsScript)
 	// The episode ends with a score: the agent's processes are frozen.
 	if _, err := ec.Score(ctxT(t), wire.ScoreArgs{Shell: "true"}); err != nil {
 		t.Fatalf("score: %v", err)
 	}
 	if err := r.ResetInPlace(ctxT(t), esb.ID, snap, ec); err != nil {
 		t.Fatalf("ResetInPlace: %v", err)
+	}
+	// Nothing that ran as the agent lives through a reset, the desktop's
+	// buses and window manager included: only processes the agent cannot
+	// trace or signal (guestd, the X server) may.
+	old := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(before), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 {
+			old[f[0]+" "+f[1]] = true
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(MustSh(t, ec, procsScript)), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && old[f[0]+" "+f[1]] && f[2] == "agent" {
+			t.Errorf("a process of the agent's uid lived through the reset: %s", l)
+		}
 	}
 	if h, err := ec.Health(ctxT(t)); err != nil || !h.X || !h.WM {
 		t.Fatalf("health after reset = %+v, %v; want x and wm up", h, err)

@@ -505,7 +505,7 @@ func (p *Provider) boot(ctx context.Context, spec pool.Spec, seed string) (_ *po
 		delete(p.boxes, id)
 		p.mu.Unlock()
 		return nil, fmt.Errorf("process: sandbox %s not ready: %w%s%s", id, err, logTail(filepath.Join(dir, "log")),
-			logTail(filepath.Join(dir, "home", ".shinken", "wm.log")))
+			logTail(filepath.Join(dir, "run", "session", "wm.log")))
 	}
 	return b.sb, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
@@ -39,18 +38,11 @@ func (p *Provider) ResetInPlace(ctx context.Context, id, snap string, g *client.
 		return pool.Errorf(pool.ErrSandboxDied, aci.CodeSandboxDied, "process: sandbox %s died", id)
 	default:
 	}
-	q, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetQuiesce})
-	if err != nil {
+	if _, err := g.Reset(ctx, wire.ResetArgs{Phase: wire.ResetQuiesce}); err != nil {
 		return fmt.Errorf("process: reset %s: quiesce: %w", id, err)
 	}
-	keep := map[string]bool{}
-	for _, f := range q.Keep {
-		if rel, ok := p.tmpRel(b, f); ok {
-			keep[rel] = true
-		}
-	}
 	for _, d := range writableDirs {
-		skip := keepSession(d, keep, b.display)
+		skip := keepSession(d, b.display)
 		if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(b.dir, d), b.uidOr(-1), b.uidOr(-1), skip); err != nil {
 			return fmt.Errorf("process: reset %s: restore %s: %w", id, d, err)
 		}
@@ -69,27 +61,13 @@ func (b *box) uidOr(def int) int {
 	return b.uid
 }
 
-// tmpRel maps a path inside the sandbox under its /tmp to a path relative
-// to the sandbox's tmp directory.
-func (p *Provider) tmpRel(b *box, path string) (string, bool) {
-	tmp := "/tmp"
-	if !p.confined {
-		tmp = filepath.Join(b.dir, "tmp")
-	}
-	rel, err := filepath.Rel(tmp, filepath.Clean(path))
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return "", false
-	}
-	return rel, true
-}
-
 // keepSession is the set of entries of writable dir d (relative paths)
 // that belong to the live session, not to the episode: the X server's
-// socket and lock for display, the session's bus directory (tmp), and the
-// logs guestd's X server and window manager still append to
-// (home/.shinken). Such an entry is neither removed nor overwritten by a
-// restore; everything else the episode left, X-looking or not, goes.
-func keepSession(d string, tmpKeep map[string]bool, display int) func(rel string, isDir bool) (keep, descend bool) {
+// socket and lock for display. Such an entry is neither removed nor
+// overwritten by a restore; everything else the episode left, X-looking or
+// not, goes (the session's logs and bus configuration live in guestd's own
+// directory beside the guest socket, which the agent cannot write).
+func keepSession(d string, display int) func(rel string, isDir bool) (keep, descend bool) {
 	sock, lock := fmt.Sprintf(".X11-unix/X%d", display), fmt.Sprintf(".X%d-lock", display)
 	return func(rel string, isDir bool) (bool, bool) {
 		switch d {
@@ -100,14 +78,7 @@ func keepSession(d string, tmpKeep map[string]bool, display int) func(rel string
 			case rel == sock || rel == lock:
 				return true, false
 			}
-			return tmpKeep[rel], false
-		case "home":
-			if rel == ".shinken" && isDir {
-				return false, true
-			}
-			if dir, name := filepath.Split(rel); dir == ".shinken/" && strings.HasSuffix(name, ".log") {
-				return true, false
-			}
+			return false, false
 		}
 		return false, false
 	}

@@ -121,7 +121,7 @@ func benchReset(b *testing.B, p *Provider) {
 		p.mu.Unlock()
 		for b.Loop() {
 			for _, d := range writableDirs {
-				if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(bx.dir, d), bx.uidOr(-1), bx.uidOr(-1), keepSession(d, nil, bx.display)); err != nil {
+				if err := restoreTree(ctx, filepath.Join(dir, d), filepath.Join(bx.dir, d), bx.uidOr(-1), bx.uidOr(-1), keepSession(d, bx.display)); err != nil {
 					b.Fatal(err)
 				}
 			}
