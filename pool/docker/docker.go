@@ -739,8 +739,12 @@ func (p *Provider) logTail(id string) string {
 // uidStride spaces the uids of successive containers (agent, scorer).
 const uidStride = 2
 
-// uidSpan is how many containers get distinct uids before they repeat.
-const uidSpan = 1 << 20
+// uidSpan is how many containers get distinct uids before they repeat:
+// with the default base the pairs fill [101000, 200000), below the range
+// the process provider claims its pairs from (200000 up), so a container's
+// agent never shares a uid (and its RLIMIT_NPROC count) with a process
+// sandbox's agent or verifier on the same host.
+const uidSpan = 49500
 
 // agentUID is the agent's uid in the container of sequence number seq.
 func (p *Provider) agentUID(seq int) int {

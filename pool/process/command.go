@@ -26,7 +26,7 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		// guestd stays root in the sandbox (with a few capabilities); the
 		// agent's desktop runs as uid, verifiers as a uid of their own.
 		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
-			"--scorer-uid", strconv.Itoa(p.scorerUID(b.display)), "--scorer-gid", strconv.Itoa(p.scorerUID(b.display)))
+			"--scorer-uid", strconv.Itoa(scorerUID(uid)), "--scorer-gid", strconv.Itoa(scorerUID(uid)))
 		if b.cg != nil {
 			args = append(args, "--cgroups", sandboxCgroupDir)
 		}
@@ -89,11 +89,14 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 // puts in its reach.
 var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7, 19}
 
-// scorerUID is the uid a sandbox's verifiers run as: outside the range of
-// agent uids, so no agent of any sandbox shares it.
-func (p *Provider) scorerUID(display int) int {
-	return p.opts.UIDBase + p.opts.DisplayBase + p.opts.Displays + display
-}
+// uidsPerSandbox is how many uids one sandbox claims: its agent's and its
+// verifiers' (scorerUID).
+const uidsPerSandbox = 2
+
+// scorerUID is the uid a sandbox's verifiers run as: the other half of the
+// pair its agent's uid was claimed with, so no agent of any sandbox on the
+// host shares it.
+func scorerUID(agent int) int { return agent + 1 }
 
 // maxSockPath is the longest unix socket path that fits sockaddr_un.
 const maxSockPath = 107

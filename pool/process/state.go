@@ -171,6 +171,7 @@ func killRecorded(ctx context.Context, pidFile string) error {
 type displays struct {
 	dir        string
 	base, n    int
+	stride     int // numbers handed out are base, base+stride, ... (n of them)
 	mu         sync.Mutex
 	held       map[int]*os.File
 	next       int
@@ -179,14 +180,14 @@ type displays struct {
 }
 
 func newDisplays(dir string, base, n int) *displays {
-	return &displays{dir: dir, base: base, n: n, held: make(map[int]*os.File), what: "display numbers"}
+	return &displays{dir: dir, base: base, n: n, stride: 1, held: make(map[int]*os.File), what: "display numbers"}
 }
 
 func (d *displays) acquire() (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i := range d.n {
-		num := d.base + (d.next+i)%d.n
+		num := d.base + d.stride*((d.next+i)%d.n)
 		if d.held[num] != nil {
 			continue
 		}
@@ -203,7 +204,7 @@ func (d *displays) acquire() (int, error) {
 			continue // a live X server outside our control owns it
 		}
 		d.held[num] = f
-		d.next = (num - d.base + 1) % d.n
+		d.next = ((num-d.base)/d.stride + 1) % d.n
 		return num, nil
 	}
 	return 0, pool.Errorf(pool.ErrExhausted, aci.CodePoolExhausted, "process: all %d %s from %d are in use (raise Options.Displays / Options.UIDs)", d.n, d.what, d.base)

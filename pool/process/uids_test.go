@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
@@ -81,4 +83,54 @@ func procUID(t *testing.T, pid int) string {
 	}
 	t.Fatalf("pid %d: no Uid line", pid)
 	return ""
+}
+
+// TestAgentAndScorerUIDsNeverCollide boots sandboxes one after another from
+// a range of three uid pairs, more boots than it has pairs, so claims wrap
+// around, and reads in each the uid its agent runs as and the uid its
+// verifier runs as: no uid is ever both an agent's and a verifier's. (A
+// verifier's uid derived from the display number once fell inside the
+// range agents' uids are handed out from, so after enough boots an agent
+// ran as another sandbox's verifier.)
+func TestAgentAndScorerUIDsNeverCollide(t *testing.T) {
+	if os.Geteuid() != 0 {
+		pooltest.SkipUnless(t, pooltest.RequireNamespaces, "sandbox uids are assigned only when running as root")
+	}
+	const base, pairs = 310000, 3
+	p := newTestProvider(t, Options{UIDBase: base, UIDs: 2 * pairs, UIDLockDir: t.TempDir()})
+	if !p.confined {
+		pooltest.SkipUnless(t, pooltest.RequireNamespaces, "unconfined host: sandboxes keep the caller's uid")
+	}
+	agents, scorers := map[string]bool{}, map[string]bool{}
+	for i := 0; i < pairs+2; i++ {
+		sb := pooltest.Create(t, p)
+		c := pooltest.Dial(t, sb)
+		agent := strings.TrimSpace(pooltest.MustSh(t, c, "id -u"))
+		res, err := c.Score(context.Background(), wire.ScoreArgs{Shell: "id -u"})
+		if err != nil {
+			t.Fatalf("boot %d: score: %v", i, err)
+		}
+		scorer := strings.TrimSpace(string(res.Stdout))
+		t.Logf("boot %d: agent uid %s, verifier uid %s", i, agent, scorer)
+		if agent == scorer || agent == "0" || scorer == "0" {
+			t.Fatalf("boot %d: agent uid %s, verifier uid %s; want two distinct unprivileged uids", i, agent, scorer)
+		}
+		agents[agent], scorers[scorer] = true, true
+		for u := range agents {
+			if scorers[u] {
+				t.Fatalf("uid %s ran an agent in one sandbox and a verifier in another", u)
+			}
+		}
+		for _, u := range []string{agent, scorer} {
+			if n, err := strconv.Atoi(u); err != nil || n < base || n >= base+2*pairs {
+				t.Errorf("boot %d: uid %s outside the claimed range [%d, %d)", i, u, base, base+2*pairs)
+			}
+		}
+		if err := p.Destroy(context.Background(), sb.ID); err != nil {
+			t.Fatalf("destroy: %v", err)
+		}
+	}
+	if len(agents) != pairs {
+		t.Errorf("agents ran as %d uids over %d boots; want all %d pairs used", len(agents), pairs+2, pairs)
+	}
 }
