@@ -74,7 +74,7 @@ const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>%s</type>
-  <listen>unix:path=%s</listen>
+  <listen>%s</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow user="root"/>

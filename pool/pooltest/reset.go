@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
@@ -188,6 +189,9 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 	_, fc := restore()
 	want := stableFrame(t, fc)
 	wantFiles, wantProcs, wantWindows, wantClip := sandboxState(t, fc)
+	if p.Capabilities().Provider == "process" && guest.HasA11y() && !strings.Contains(wantProcs, "at-spi2-registr agent") {
+		t.Fatalf("a fresh replica runs no accessibility registry as the agent; processes:\n%s", wantProcs)
+	}
 
 	esb, ec := restore()
 	// The episode.
