@@ -69,6 +69,37 @@ for i in range(2, 64):
 time.sleep(60)
 `
 
+// xgrab is an X client of the agent's that grabs the server and never lets
+// go; xclip one that owns CLIPBOARD and never answers a request for it
+// (libX11 through ctypes: the sandbox's OS has both).
+const (
+	xgrab = `import ctypes, time
+x = ctypes.CDLL("libX11.so.6")
+x.XOpenDisplay.restype = ctypes.c_void_p
+d = ctypes.c_void_p(x.XOpenDisplay(None))
+x.XGrabServer(d)
+x.XSync(d, 0)
+time.sleep(600)
+`
+	xclip = `import ctypes, time
+x = ctypes.CDLL("libX11.so.6")
+x.XOpenDisplay.restype = ctypes.c_void_p
+x.XDefaultRootWindow.restype = ctypes.c_ulong
+x.XCreateSimpleWindow.restype = ctypes.c_ulong
+x.XInternAtom.restype = ctypes.c_ulong
+d = ctypes.c_void_p(x.XOpenDisplay(None))
+w = x.XCreateSimpleWindow(d, ctypes.c_ulong(x.XDefaultRootWindow(d)), 0, 0, 1, 1, 0, 0, 0)
+x.XSetSelectionOwner(d, ctypes.c_ulong(x.XInternAtom(d, b"CLIPBOARD", 0)), ctypes.c_ulong(w), 0)
+x.XSync(d, 0)
+time.sleep(600)
+`
+)
+
+// py runs a Python program as the agent.
+func py(prog string) aci.Action {
+	return aci.Action{Verb: aci.LaunchApp, App: "python3", Args: []string{"-c", prog}}
+}
+
 func wait(ms int) aci.Action { return aci.Action{Verb: aci.Wait, MS: ms} }
 
 var doneStep = []aci.Action{{Verb: aci.Done}}
@@ -113,6 +144,21 @@ func exploits(stateDir string) []exploit {
 			{{Verb: aci.LaunchApp, App: "no-such-program-anywhere"}}, doneStep}},
 		{name: "app the task does not offer", task: "mousepad-write-note", exit: trajectory.TaskComplete, code: aci.CodeInvalidAction, steps: [][]aci.Action{
 			{{Verb: aci.LaunchApp, App: "xterm"}}, doneStep}},
+		// Failure is never optional: what the agent's own clients do to the
+		// display is the agent's outcome, not a dead sandbox.
+		{name: "X server grabbed", task: hello, exit: trajectory.TaskComplete, code: aci.CodeAgentError, ran: 2, steps: [][]aci.Action{
+			{py(xgrab), wait(800)}, doneStep}},
+		{name: "clipboard owner never answers", task: hello, exit: trajectory.TaskComplete, code: aci.CodeAgentError, ran: 3, steps: [][]aci.Action{
+			{py(xclip), wait(800), {Verb: aci.ClipboardGet}}, doneStep}},
+		// The agent traces nothing it did not start.
+		{name: "ptrace what the agent did not start", task: "redteam-untraceable", exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{py(tracer), wait(300)}, doneStep}},
+		// A verifier blocked by what the agent planted (a FIFO, an endless
+		// file where the answer should be) scores the minimum.
+		{name: "fifo where the verifier reads", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`rm -f ~/hello.txt; mkfifo ~/hello.txt`), wait(300)}, doneStep}},
+		{name: "link to /dev/zero where the verifier reads", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`ln -sf /dev/zero ~/hello.txt`), wait(300)}, doneStep}},
 		// The verdict contract: a verifier that echoes what the agent wrote.
 		verdict("1e308"), verdict("1\n1"), verdict("nan"), verdict("inf"), verdict("-1"),
 		verdict("yes"), verdict(""), verdict("crash"), verdict("hang"),
@@ -139,7 +185,13 @@ func redteamTasks(t *testing.T) string {
 	echo.ID = "redteam-verdict"
 	echo.Verifier = configs.Verifier{TimeoutMS: 1000, Shell: `v=$(cat "$AGENT_HOME/verdict.txt"); ` +
 		`case "$v" in crash) exit 3;; hang) sleep 30;; esac; printf '%s\n' "$v"`}
-	for _, task := range []*configs.Task{&hello, &strict, &echo, shipped["mousepad-write-note"]} {
+	// untraceable scores 0 only when the tracer ran and could trace none of
+	// the processes it did not start (the desktop's helpers, the task's
+	// xterm, guestd, the X server).
+	untraceable := hello
+	untraceable.ID = "redteam-untraceable"
+	untraceable.Verifier = configs.Verifier{TimeoutMS: 5000, Shell: `n=$(head -c 32 "$AGENT_HOME/traced" 2>/dev/null); if [ "$n" = 0 ]; then echo 0; else echo 1; fi`}
+	for _, task := range []*configs.Task{&hello, &strict, &echo, &untraceable, shipped["mousepad-write-note"]} {
 		b, err := json.Marshal(task)
 		if err != nil {
 			t.Fatal(err)

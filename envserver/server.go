@@ -125,6 +125,8 @@ func (c *Config) setDefaults() {
 // Serve, end it with Shutdown.
 type Server struct {
 	cfg     Config
+	proofMu sync.Mutex
+	proofs  map[string]*proof // by task: does its verifier give a verdict on a clean state (verdict.go)
 	lim     api.Limits // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
 	cache   *frameCache
@@ -157,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:      cfg,
+		proofs:   map[string]*proof{},
 		lim:      DefaultLimits(cfg.MaxBatch, cfg.MaxBodyBytes),
 		pool:     cfg.Pool,
 		cache:    newFrameCache(cfg.FrameCacheBytes),

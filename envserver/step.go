@@ -238,6 +238,13 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 	tAct := time.Since(t0)
 	t1 := time.Now()
 	obs, data, settle, err := s.observe(ctx, e, b, actShot, actedBeforeObserve(acts, results))
+	if err != nil && agentErr == nil && codeOf(err).ActionFault() == aci.FaultAgent {
+		// The agent's own clients stalled the display (a server grab) and
+		// the guest ended them (docs/architecture.md, "Reward integrity"):
+		// the step records that and observes the desktop they left.
+		agentErr = err
+		obs, data, settle, err = s.observe(ctx, e, b, nil, false)
+	}
 	if err != nil {
 		rec.Error = wireError(err)
 		s.recordStep(e, rec)
@@ -291,8 +298,15 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 			res.Reward = v.reward
 			reason = trajectory.Resolve(reason, trajectory.TaskComplete)
 		}
+		res.Info.Verdict = &api.Verdict{Reward: res.Reward, Error: v.failed}
+		if v.err != nil {
+			res.Info.Verdict = nil
+		}
 		rec.Reward = res.Reward
 		rec.Error = res.Info.Error
+		if v.failed != nil {
+			rec.Error = v.failed // what the verifier said of the agent's state
+		}
 	}
 	if reason != "" {
 		res.Info.ExitReason = string(reason)

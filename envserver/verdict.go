@@ -12,6 +12,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/pool"
 )
 
 const (
@@ -23,8 +24,12 @@ const (
 
 // verdict is one verifier run: the reward, or why there is none.
 type verdict struct {
-	reward   float64
-	err      error // scorer_error (or the sandbox's death); reward is 0
+	reward float64
+	err    error // scorer_error (or the sandbox's death); reward is 0
+	// failed, with err nil, is a verifier that gave no verdict on the state
+	// the agent left although it gives one on the task's clean state: the
+	// agent's outcome, scored at reward (the range's minimum).
+	failed   *aci.Error
 	freezeUS int64 // how long stopping the agent's processes took
 }
 
@@ -32,17 +37,40 @@ type verdict struct {
 // task's verifier out of their reach; the output must be exactly one number
 // in the task's reward range. The verifier gets its own deadline, not what
 // the agent's step left.
+//
+// A verifier that gives no verdict is blamed mechanically
+// (docs/architecture.md, "Reward integrity"): where it gives one on the
+// task's clean state (a replica of its golden, tried once per task), the
+// state the agent left is what broke it, and the episode scores the reward
+// range's minimum; where it fails there too, the task is broken:
+// scorer_error.
 func (s *Server) verify(ctx context.Context, e *env) verdict {
-	v := &e.task.Verifier
+	out := runVerifier(ctx, e.lease, &e.task.Verifier)
+	if out.err == nil || isDeath(out.err, e.lease) || codeOf(out.err) != aci.CodeScorerError {
+		return out
+	}
+	if err := s.verifierProven(ctx, e.task); err != nil {
+		s.cfg.Logf("envserver: task %s: %v; the verdict stays scorer_error", e.task.ID, err)
+		return out
+	}
+	lo, _ := e.task.Verifier.RewardRange()
+	ae := aci.AsError(out.err)
+	return verdict{reward: lo, freezeUS: out.freezeUS, failed: &aci.Error{Code: aci.CodeAgentError,
+		Message: "the verifier gave no verdict on the state the agent left (it gives one on the task's clean state): " + ae.Message,
+		Detail:  ae.Detail}}
+}
+
+// runVerifier runs v in l's sandbox under v's own deadline.
+func runVerifier(ctx context.Context, l *pool.Lease, v *configs.Verifier) verdict {
 	timeout := time.Duration(v.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = defaultVerifierTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+freezeAllowance)
 	defer cancel()
-	res, err := e.lease.Guest().Score(ctx, wire.ScoreArgs{Argv: v.Argv, Shell: v.Shell, TimeoutMS: int(timeout.Milliseconds())})
+	res, err := l.Guest().Score(ctx, wire.ScoreArgs{Argv: v.Argv, Shell: v.Shell, TimeoutMS: int(timeout.Milliseconds())})
 	if err != nil {
-		if isDeath(err, e.lease) {
+		if isDeath(err, l) {
 			return verdict{err: err}
 		}
 		return verdict{err: &aci.Error{Code: aci.CodeScorerError, Message: "verifier did not run: " + err.Error()}}
@@ -50,6 +78,65 @@ func (s *Server) verify(ctx context.Context, e *env) verdict {
 	out := verdict{freezeUS: res.FreezeUS}
 	out.reward, out.err = parseVerdict(v, &res.ExecResult)
 	return out
+}
+
+// proof is whether a task's verifier gives a verdict on the task's clean
+// state, found once per task and server.
+type proof struct {
+	done chan struct{}
+	err  error // nil: it does
+}
+
+// verifierProven reports (nil) whether task's verifier gives a valid
+// verdict on a clean replica of the task's golden. The first caller leases
+// the replica and runs the verifier; later ones wait for its answer. An
+// answer that says nothing of the verifier (no sandbox came) is not kept.
+func (s *Server) verifierProven(ctx context.Context, task *configs.Task) error {
+	s.proofMu.Lock()
+	p := s.proofs[task.ID]
+	first := p == nil
+	if first {
+		p = &proof{done: make(chan struct{})}
+		s.proofs[task.ID] = p
+	}
+	s.proofMu.Unlock()
+	if !first {
+		select {
+		case <-p.done:
+			return p.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	keep := true
+	defer func() {
+		if !keep {
+			s.proofMu.Lock()
+			delete(s.proofs, task.ID)
+			s.proofMu.Unlock()
+		}
+		close(p.done)
+	}()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ResetTimeout)
+	defer cancel()
+	l, err := s.pool.LeaseGolden(lctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
+		return runSetup(ctx, l, task)
+	})
+	if err != nil {
+		keep = false
+		p.err = fmt.Errorf("no clean replica to try the verifier on: %w", err)
+		return p.err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	v := runVerifier(lctx, l, &task.Verifier)
+	switch {
+	case v.err != nil && isDeath(v.err, l):
+		keep = false
+		p.err = fmt.Errorf("the clean replica died: %w", v.err)
+	case v.err != nil:
+		p.err = fmt.Errorf("the verifier gives no verdict on the task's clean state either (a task bug): %w", v.err)
+	}
+	return p.err
 }
 
 // freezeAllowance is the time the guest may spend stopping the agent's

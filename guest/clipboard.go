@@ -104,7 +104,11 @@ func (x *xconn) convertClipboard(ctx context.Context, clip xproto.Atom) (string,
 	select {
 	case ev = <-x.sel:
 	case <-timeout.C:
-		return "", aci.Errorf(aci.CodeTimeout, "clipboard_get: the owner did not answer within %v", clipWait)
+		// The X server answered; the owner, a client of the agent's
+		// desktop (guestd owns none it does not answer for), did not: the
+		// agent's outcome, never the infrastructure's (docs/architecture.md,
+		// "Reward integrity").
+		return "", aci.Errorf(aci.CodeAgentError, "clipboard_get: the CLIPBOARD owner (a client of the agent's desktop) did not answer within %v", clipWait)
 	case <-ctx.Done():
 		return "", aci.Errorf(aci.CodeTimeout, "clipboard_get: %v", ctx.Err())
 	}
@@ -133,7 +137,7 @@ func (x *xconn) convertClipboard(ctx context.Context, clip xproto.Atom) (string,
 				continue
 			}
 		case <-timeout.C:
-			return "", aci.Errorf(aci.CodeTimeout, "clipboard_get: INCR transfer stalled")
+			return "", aci.Errorf(aci.CodeAgentError, "clipboard_get: the CLIPBOARD owner (a client of the agent's desktop) stalled its INCR transfer")
 		case <-ctx.Done():
 			return "", aci.Errorf(aci.CodeTimeout, "clipboard_get: %v", ctx.Err())
 		}

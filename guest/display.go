@@ -45,6 +45,9 @@ type display struct {
 	name     string
 	sem      chan struct{}
 	noDamage bool   // health probes: no DAMAGE object
+	// stalled, when set, diagnoses an X server that did not answer in
+	// time (xstall.go): an error to return instead of display_error.
+	stalled func(within time.Duration) error
 	cur      *xconn // guarded by sem
 
 	clipMu   sync.Mutex
@@ -183,7 +186,13 @@ func (d *display) runWithin(ctx context.Context, within time.Duration, fn func(x
 		case <-ctx.Done():
 			return fail(aci.Errorf(aci.CodeTimeout, "x operation on %s: %v", d.name, ctx.Err()))
 		case <-limit.C:
-			return fail(displayErr("x server %s did not answer within %v", d.name, within))
+			fail(nil)
+			if d.stalled != nil {
+				if err := d.stalled(within); err != nil {
+					return err
+				}
+			}
+			return displayErr("x server %s did not answer within %v", d.name, within)
 		}
 	}
 }

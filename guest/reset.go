@@ -191,6 +191,7 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 			if err := s.cfg.Restart(ctx); err != nil {
 				return nil, err
 			}
+			s.helpersDown.Store(false)
 		}
 		n, err := s.relaunch(ctx, true)
 		if err != nil {
@@ -233,6 +234,9 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	keep := s.exempt()
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
+	if s.cfg.Restart != nil {
+		s.helpersDown.Store(true)
+	}
 	s.procs.killAll()
 	n, err := sweep(sctx, keep, s.cfg.AgentCgroups.Thaw)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -82,6 +83,9 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	x     *display
+	// helpersDown: a reset ended the session's helpers and its relaunch
+	// has not started them again yet.
+	helpersDown atomic.Bool
 	hx    *display // health probes
 	procs *procTable
 	execs chan struct{} // exec semaphore
@@ -135,6 +139,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.SettleIdle {
 		s.x.quiet = newQuiesce()
+	}
+	if os.Getpid() == 1 {
+		// Only where guestd sees every process of the agent's can it tell
+		// whether they stalled the X server (xstall.go).
+		s.x.stalled = s.xStalled
 	}
 	s.a11y = newA11y(cfg)
 	return s, nil
@@ -568,7 +577,9 @@ func (s *Server) health(ctx context.Context) *wire.Health {
 		h.Error = err.Error()
 		return h
 	}
-	h.X, h.WM = true, wm
+	// Between a reset's quiesce and its relaunch the window manager is
+	// down on purpose: the relaunch starts it afresh.
+	h.X, h.WM = true, wm || s.helpersDown.Load()
 	return h
 }
 

@@ -158,6 +158,17 @@ type Info struct {
 	Actions []aci.Action `msgpack:"actions,omitempty" json:"actions,omitempty"`
 	Dialect string       `msgpack:"dialect,omitempty" json:"dialect,omitempty"`
 	Answer  string       `msgpack:"answer,omitempty" json:"answer,omitempty"`
+	// Verdict is the verifier's, on the step that ended the episode with a
+	// score: the reward, and why the verifier gave no number where the
+	// state the agent left broke it (then the reward is the range's
+	// minimum and the exit reason stays a scored one).
+	Verdict *Verdict `msgpack:"verdict,omitempty" json:"verdict,omitempty"`
+}
+
+// Verdict is how the episode was scored (Info.Verdict).
+type Verdict struct {
+	Reward float64    `msgpack:"reward" json:"reward"`
+	Error  *aci.Error `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 // Result is one env's slot in a reset/step/fork reply. When Error is set the

@@ -45,6 +45,7 @@ import (
 	dockerclient "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/images"
 	"github.com/shinken-rl/shinken/pool"
@@ -764,10 +765,33 @@ func (p *Provider) KillX(ctx context.Context, id string) error {
 	return nil
 }
 
-// defaultSeccomp is the engine's default seccomp profile as JSON, the form
-// `--security-opt seccomp=<profile>` carries.
+// untraceable are the syscalls the engine's default profile allows (on any
+// recent kernel) and a sandbox does not: with them a process of the
+// agent's could trace or rewrite the memory of processes of its uid it did
+// not start (the desktop's buses and window manager, apps a task's setup
+// launched). Nothing in a sandbox needs them (docs/architecture.md,
+// "Reward integrity").
+var untraceable = map[string]bool{"ptrace": true, "process_vm_readv": true, "process_vm_writev": true}
+
+// defaultSeccomp is the engine's default seccomp profile, less the
+// untraceable syscalls, as JSON, the form `--security-opt
+// seccomp=<profile>` carries.
 func defaultSeccomp() (string, error) {
-	b, err := json.Marshal(seccomp.DefaultProfile())
+	prof := seccomp.DefaultProfile()
+	for i := range prof.Syscalls {
+		sc := prof.Syscalls[i]
+		if sc.Action != specs.ActAllow {
+			continue
+		}
+		names := sc.Names[:0:0]
+		for _, n := range sc.Names {
+			if !untraceable[n] {
+				names = append(names, n)
+			}
+		}
+		sc.Names = names
+	}
+	b, err := json.Marshal(prof)
 	if err != nil {
 		return "", fmt.Errorf("docker provider: seccomp profile: %w", err)
 	}
