@@ -127,7 +127,7 @@ type Server struct {
 	cfg     Config
 	proofMu sync.Mutex
 	proofs  map[string]*proof // by task: does its verifier give a verdict on a clean state (verdict.go)
-	lim     api.Limits // the request caps, advertised in /v1/spec
+	lim     api.Limits        // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
 	cache   *frameCache
 	rec     *frameRecorder // record_frames; nil when off

@@ -44,11 +44,11 @@ const xTimeout = 3 * time.Second
 type display struct {
 	name     string
 	sem      chan struct{}
-	noDamage bool   // health probes: no DAMAGE object
+	noDamage bool // health probes: no DAMAGE object
 	// stalled, when set, diagnoses an X server that did not answer in
 	// time (xstall.go): an error to return instead of display_error.
 	stalled func(within time.Duration) error
-	cur      *xconn // guarded by sem
+	cur     *xconn // guarded by sem
 
 	clipMu   sync.Mutex
 	clipText string // text this guest offers as CLIPBOARD owner

@@ -81,18 +81,18 @@ type Config struct {
 
 // Server serves the guest protocol for one X display.
 type Server struct {
-	cfg   Config
-	x     *display
+	cfg Config
+	x   *display
 	// helpersDown: a reset ended the session's helpers and its relaunch
 	// has not started them again yet.
 	helpersDown atomic.Bool
-	hx    *display // health probes
-	procs *procTable
-	execs chan struct{} // exec semaphore
-	score sync.Mutex    // one verifier at a time
-	apps  appState
-	a11y  *a11y.Client  // nil without an accessibility bus
-	idle  *idleLauncher // Config.AgentIdle; nil without
+	hx          *display // health probes
+	procs       *procTable
+	execs       chan struct{} // exec semaphore
+	score       sync.Mutex    // one verifier at a time
+	apps        appState
+	a11y        *a11y.Client  // nil without an accessibility bus
+	idle        *idleLauncher // Config.AgentIdle; nil without
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
