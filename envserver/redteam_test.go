@@ -33,7 +33,7 @@ type exploit struct {
 	exit  trajectory.ExitReason
 	// code, when set, is the info.error code the first step must record,
 	// with ran of its actions run (a refused step runs none; an action the
-	// guest refused ran, and failed).
+	// guest refused ran, and failed); ran -1: any number.
 	code aci.Code
 	ran  int
 }
@@ -146,7 +146,7 @@ func exploits(stateDir string) []exploit {
 			{{Verb: aci.LaunchApp, App: "xterm"}}, doneStep}},
 		// Failure is never optional: what the agent's own clients do to the
 		// display is the agent's outcome, not a dead sandbox.
-		{name: "X server grabbed", task: hello, exit: trajectory.TaskComplete, code: aci.CodeAgentError, ran: 2, steps: [][]aci.Action{
+		{name: "X server grabbed", task: hello, exit: trajectory.TaskComplete, code: aci.CodeAgentError, ran: -1, steps: [][]aci.Action{
 			{py(xgrab), wait(800)}, doneStep}},
 		{name: "clipboard owner never answers", task: hello, exit: trajectory.TaskComplete, code: aci.CodeAgentError, ran: 3, steps: [][]aci.Action{
 			{py(xclip), wait(800), {Verb: aci.ClipboardGet}}, doneStep}},
@@ -278,7 +278,7 @@ func redTeam(t *testing.T, s *servertest.Server) {
 					t.Fatalf("episode: %v", err)
 				}
 				first := tr.Steps[0]
-				if x.code != "" && (first.Error == nil || first.Error.Code != x.code || first.Ran == nil || *first.Ran != x.ran) {
+				if x.code != "" && (first.Error == nil || first.Error.Code != x.code || first.Ran == nil || (x.ran >= 0 && *first.Ran != x.ran)) {
 					t.Errorf("first step: error %v ran %v; want %s with %d run", first.Error, ranOf(first.Ran), x.code, x.ran)
 				}
 				last := tr.Steps[len(tr.Steps)-1]

@@ -18,6 +18,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/a11y"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"golang.org/x/sys/unix"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -573,6 +574,14 @@ func (s *Server) health(ctx context.Context) *wire.Health {
 		h.X, h.WM = true, true
 		return h
 	}
+	if aci.CodeOf(err) == aci.CodeDisplayError && s.xRunning() {
+		// The X server runs but did not answer in time: held by a client
+		// (a grab), which the next operation of the episode diagnoses
+		// (xstall.go), or wedged, which that operation then reports. A
+		// health probe does not decide it.
+		h.X, h.WM = true, true
+		return h
+	}
 	if err != nil {
 		h.Error = err.Error()
 		return h
@@ -581,6 +590,22 @@ func (s *Server) health(ctx context.Context) *wire.Health {
 	// down on purpose: the relaunch starts it afresh.
 	h.X, h.WM = true, wm || s.helpersDown.Load()
 	return h
+}
+
+// xRunning reports whether the X server process guestd started still runs
+// (false where guestd did not start it).
+func (s *Server) xRunning() bool {
+	if s.cfg.Exempt == nil {
+		return false
+	}
+	ex := s.cfg.Exempt()
+	return len(ex) > 0 && ex[0] > 0 && unix.Kill(ex[0], 0) == nil && !zombieProc(ex[0])
+}
+
+// zombieProc reports whether pid has exited but is not reaped yet.
+func zombieProc(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && st.state == 'Z'
 }
 
 func withDefault(env []string, key, val string) []string {
