@@ -18,8 +18,8 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/a11y"
 	"github.com/shinken-rl/shinken/guest/wire"
-	"golang.org/x/sys/unix"
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Version is guestd's version string, sent in welcome.
