@@ -49,10 +49,14 @@ type Options struct {
 	// revision, with its own guestd beside it).
 	Envserver         string
 	BaselineEnvserver string
+	// Episodes is how many episodes the integrity scenario plays (default
+	// 1000; quick 24).
+	Episodes int
 }
 
 // Scenarios lists every scenario name in the order Run executes them.
-var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput"}
+// integrity runs only when named: it plays a thousand hostile episodes.
+var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput", "integrity"}
 
 const defaultTask = "xterm-hello-file"
 
@@ -95,6 +99,7 @@ type Report struct {
 	Lifecycle  *Lifecycle  `json:"lifecycle,omitempty"`
 	Dedup      *Dedup      `json:"dedup,omitempty"`
 	StepCost   *StepCost   `json:"stepcost,omitempty"`
+	Integrity  *Integrity  `json:"integrity,omitempty"`
 	Errors     []string    `json:"errors,omitempty"`
 }
 
@@ -166,6 +171,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := writeTasks(dir, tasks, opts.Task); err != nil {
 		return nil, err
 	}
+	if err := writeIntegrityTask(dir, tasks); err != nil {
+		return nil, err
+	}
 	b := &runner{opts: opts, sz: sz, tasks: tasks, taskDir: dir, report: r}
 	start := time.Now()
 	for _, name := range Scenarios {
@@ -174,6 +182,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return r, err
+		}
+		if name == "integrity" && len(opts.Scenarios) == 0 {
+			continue
 		}
 		if name == "stepcost" && len(opts.Scenarios) == 0 && opts.Envserver == "" {
 			if _, err := exec.LookPath(siblingBinary("envserver")); err != nil {
@@ -195,6 +206,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.Throughput, err = b.throughput(ctx)
 		case "stepcost":
 			r.StepCost, err = b.stepCost(ctx)
+		case "integrity":
+			r.Integrity, err = b.integrity(ctx)
 		}
 		if err != nil {
 			opts.Logf("bench: %s failed: %v", name, err)
@@ -204,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil {
+	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil && r.Integrity == nil {
 		return r, fmt.Errorf("bench: every scenario failed: %s", strings.Join(r.Errors, "; "))
 	}
 	return r, ctx.Err()

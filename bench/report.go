@@ -326,6 +326,13 @@ func Markdown(r *Report, charts []ChartFile) string {
 		}
 		sb.WriteString(" *CPU s/step (bench tree)* counts bench, the in-process server and every sandbox; *(host)* is the whole machine's busy time, so it includes other load.\n\n")
 	}
+	if in := r.Integrity; in != nil {
+		sb.WriteString("## Reward integrity under a hostile policy\n\n")
+		fmt.Fprintf(&sb, "How: %s.\n\n", in.Method)
+		fmt.Fprintf(&sb, "| episodes | solved | unsolved | leaks | retried | lost | wall s |\n|---:|---:|---:|---:|---:|---:|---:|\n| %d | %d | %d | **%d** | %d | %d | %.0f |\n\n",
+			in.Episodes, in.Solved, in.Unsolved, in.Leaks, in.Retried, in.Lost, in.WallS)
+		fmt.Fprintf(&sb, "Exit reasons: %v. Drops by reason: %v. Leaking seeds: %v.\n\n", in.ExitReasons, in.DropReasons, in.LeakSeeds)
+	}
 	if lc := r.Lifecycle; lc != nil {
 		sb.WriteString("## Reset, fork, memory\n\n")
 		fmt.Fprintf(&sb, "How: %s. Boot: %s: %.1f s.\n\n", lc.Method, lc.BootMethod, lc.BootSeconds)

@@ -38,10 +38,11 @@ func main() {
 	envserver := flag.String("envserver", "", "envserver binary the stepcost scenario runs (default: next to bench, else PATH)")
 	baseline := flag.String("baseline-envserver", "", "an older envserver binary (its guestd beside it) the stepcost scenario also measures, in the same run")
 	resetMode := flag.String("reset-mode", "", "the servers' reset mode: inplace or reboot (default: the shipped config's); run once per mode to compare")
+	episodes := flag.Int("episodes", 0, "episodes the integrity scenario plays (default 1000; quick 24)")
 	flag.Parse()
 
 	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, ResetMode: *resetMode, Logf: log.Printf,
-		Envserver: *envserver, BaselineEnvserver: *baseline}
+		Envserver: *envserver, BaselineEnvserver: *baseline, Episodes: *episodes}
 	if *verbose {
 		opts.ServerLogf = log.Printf
 	}
