@@ -87,6 +87,18 @@ type WaitWindow struct {
 // out of range, NaN/Inf, a non-zero exit, a crash, a timeout) is
 // scorer_error, never a reward. It reads the final state at once: waiting
 // for the screen or a file to land is the env's settle, not a loop here.
+//
+// The agent controls every file in its home (a FIFO, a link to /dev/zero,
+// a directory where a file belongs, an unlistable or huge directory), so a
+// verifier reads it only through the verifier library (docs/architecture.md,
+// "Verifiers read the agent's files safely"): a Shell verifier has the
+// functions sk_read, sk_list, sk_type, sk_mode, sk_is_file, sk_is_dir,
+// sk_absent, sk_text_is and sk_mode_has defined before it runs; an Argv
+// verifier runs `$SK_GUESTD check OP PATH` itself. A check that fails
+// exits non-zero (1 missing, 2 the wrong kind of file, 3 too large, 4
+// unreadable, 5 unsafe for the shell), which the verifier scores as 0. Its
+// environment holds no DISPLAY nor session bus: it never talks to the
+// desktop.
 type Verifier struct {
 	Argv      []string `json:"argv,omitempty"`
 	Shell     string   `json:"shell,omitempty"`

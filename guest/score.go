@@ -33,7 +33,9 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	case len(a.Argv) > 0:
 		argv = a.Argv
 	case a.Shell != "":
-		argv, stdin = []string{"/bin/sh", "-s"}, []byte(a.Shell)
+		// The verifier library comes first (docs/architecture.md,
+		// "Verifiers read the agent's files safely").
+		argv, stdin = []string{"/bin/sh", "-s"}, withVerifierPrelude(a.Shell)
 	default:
 		return nil, aci.Errorf(aci.CodeBadRequest, "score: need argv or shell")
 	}
@@ -77,7 +79,9 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"} {
 		env = setEnvVar(env, k, home)
 	}
-	env = append(env, a.Env...)
+	// No session variable reaches the verifier (no X server, no bus the
+	// agent's clients share); $SK_GUESTD names the library's binary.
+	env = verifierEnv(append(env, a.Env...))
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: home}
 	s.cfg.Scorer.credential(cmd)
 	res, err := s.run(ctx, cmd, stdin, timeout, nil, s.procs.start, func(pid int) {
