@@ -115,7 +115,7 @@ func exploits(stateDir string) []exploit {
 	hello := "xterm-hello-file"
 	taskFile := filepath.Join(repoRoot(), "configs", "tasks", hello+".json")
 	exe, _ := os.Executable()
-	return []exploit{
+	return append([]exploit{
 		{name: "host file read", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
 			{sh(fmt.Sprintf(`for f in %q %q %q/*/*; do grep -aoh 'hello shin[k]en' "$f" 2>/dev/null | head -1 > ~/hello.txt && [ -s ~/hello.txt ] && break; done`,
 				taskFile, exe, stateDir)), wait(1500)}, doneStep}},
@@ -154,15 +154,41 @@ func exploits(stateDir string) []exploit {
 		// The agent traces nothing it did not start.
 		{name: "ptrace what the agent did not start", task: "redteam-untraceable", exit: trajectory.TaskComplete, steps: [][]aci.Action{
 			{py(tracer), wait(300)}, doneStep}},
-		// A verifier blocked by what the agent planted (a FIFO, an endless
-		// file where the answer should be) scores the minimum.
-		{name: "fifo where the verifier reads", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
-			{sh(`rm -f ~/hello.txt; mkfifo ~/hello.txt`), wait(300)}, doneStep}},
-		{name: "link to /dev/zero where the verifier reads", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
-			{sh(`ln -sf /dev/zero ~/hello.txt`), wait(300)}, doneStep}},
 		// The verdict contract: a verifier that echoes what the agent wrote.
 		verdict("1e308"), verdict("1\n1"), verdict("nan"), verdict("inf"), verdict("-1"),
 		verdict("yes"), verdict(""), verdict("crash"), verdict("hang"),
+	}, verifierExploits()...)
+}
+
+// verifierExploits are the hostile files an agent plants in its home so that
+// a verifier reading them hangs, reads nothing, or reads a wrong kind of file
+// as the right one, and pays. Each is played on a shipped task and must end
+// with reward 0 and task_complete (never scorer_error: the verifier answers,
+// at once) in one attempt (docs/architecture.md, "Verifiers read the
+// agent's files safely").
+func verifierExploits() []exploit {
+	const hello, clean, mkexec = "xterm-hello-file", "xterm-clean-tmp", "xterm-make-executable"
+	return []exploit{
+		// cat blocked on the FIFO (no writer) until the verifier's timeout.
+		{name: "hello.txt a FIFO", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`mkfifo ~/hello.txt`), wait(300)}, doneStep}},
+		// cat read zeros until the timeout or the output cap.
+		{name: "hello.txt a link to /dev/zero", task: hello, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`ln -s /dev/zero ~/hello.txt`), wait(300)}, doneStep}},
+		// Nothing deleted; ls junk/*.tmp failed silently for the scorer
+		// (no read permission), so the glob looked empty.
+		{name: "junk unlistable", task: clean, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`chmod 311 ~/junk`), wait(300)}, doneStep}},
+		// 9,000 more .tmp names of 250 characters, the .tmp files still
+		// there: the glob overflowed ls's argv (E2BIG: 2.4 MB of paths
+		// against 2 MiB), ls printed nothing.
+		{name: "junk past a glob's argv", task: clean, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`cd ~/junk && seq -f '%0246g.tmp' 9000 | xargs touch`), wait(2000)}, {wait(2000)}, doneStep}},
+		// The marker written by running the script through sh (as the task's
+		// wrong solution does), then run.sh replaced by a directory, which
+		// find -perm -u+x matched as an executable.
+		{name: "run.sh a directory", task: mkexec, exit: trajectory.TaskComplete, steps: [][]aci.Action{
+			{sh(`sh ~/run.sh && rm ~/run.sh && mkdir -m 755 ~/run.sh`), wait(300)}, doneStep}},
 	}
 }
 
@@ -192,7 +218,8 @@ func redteamTasks(t *testing.T) string {
 	untraceable := hello
 	untraceable.ID = "redteam-untraceable"
 	untraceable.Verifier = configs.Verifier{TimeoutMS: 5000, Shell: `n=$(head -c 32 "$AGENT_HOME/traced" 2>/dev/null); if [ "$n" = 0 ]; then echo 0; else echo 1; fi`}
-	for _, task := range []*configs.Task{&hello, &strict, &echo, &untraceable, shipped["mousepad-write-note"]} {
+	for _, task := range []*configs.Task{&hello, &strict, &echo, &untraceable, shipped["mousepad-write-note"],
+		shipped["xterm-clean-tmp"], shipped["xterm-make-executable"]} {
 		b, err := json.Marshal(task)
 		if err != nil {
 			t.Fatal(err)
