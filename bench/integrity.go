@@ -173,6 +173,17 @@ x.XSetSelectionOwner(d, ctypes.c_ulong(x.XInternAtom(d, b"CLIPBOARD", 0)), ctype
 
 const answer = `echo 'hello shinken' > ~/hello.txt`
 
+// spoils reports whether command c replaces the answer file (a writer of
+// another file, hello.txt.next, does not).
+func spoils(c string) bool {
+	for _, f := range strings.Fields(c) {
+		if strings.TrimRight(f, ";") == "~/hello.txt" {
+			return true
+		}
+	}
+	return false
+}
+
 // hostileScript is seed's episode: the probe, the plant, then two to six
 // steps of random commands, clicks and typing, and done or fail; solved
 // reports whether the script writes the answer (last of what touches
@@ -188,7 +199,7 @@ func hostileScript(seed int64) (steps [][]aci.Action, solved bool) {
 		switch k := rng.IntN(10); {
 		case k < 5:
 			c := hostileCommands[rng.IntN(len(hostileCommands))]
-			if strings.Contains(c, "hello.txt") {
+			if spoils(c) {
 				solved = false
 			}
 			a = append(a, sh(c), aci.Action{Verb: aci.Wait, MS: 200})
