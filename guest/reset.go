@@ -27,6 +27,7 @@ type xInitial struct {
 	modPer    byte
 	modCodes  []xproto.Keycode
 	rootProps map[xproto.Atom]bool
+	rootVals  map[xproto.Atom]propVal // the root's properties as the fresh desktop had them
 	kbd       *xproto.GetKeyboardControlReply
 	ptr       *xproto.GetPointerControlReply
 	saver     *xproto.GetScreenSaverReply
@@ -74,11 +75,62 @@ func (x *xconn) captureInitial() error {
 	in := &xInitial{minKC: s.MinKeycode, per: km.KeysymsPerKeycode, syms: km.Keysyms,
 		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{},
 		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path}
+	in.rootVals = map[xproto.Atom]propVal{}
 	for _, a := range pl.Atoms {
 		in.rootProps[a] = true
+		v, err := x.rootProp(a)
+		if err != nil {
+			return err
+		}
+		in.rootVals[a] = v
 	}
 	x.d.initial = in
 	return nil
+}
+
+// propVal is one property's type, format and bytes.
+type propVal struct {
+	typ    xproto.Atom
+	format byte
+	value  string
+}
+
+// rootProp reads a root window property whole (at most 256 KiB).
+func (x *xconn) rootProp(a xproto.Atom) (propVal, error) {
+	r, err := xproto.GetProperty(x.c, false, x.root, a, xproto.AtomAny, 0, 1<<16).Reply()
+	if err != nil {
+		return propVal{}, err
+	}
+	return propVal{typ: r.Type, format: r.Format, value: string(r.Value)}, nil
+}
+
+// rootChanged puts back every root property the fresh desktop had whose
+// value the episode changed (the window manager's desktops, names, work
+// area, ...), and reports whether any had: then the window manager's own
+// state may differ from a fresh one's, and the reset starts it afresh (it
+// reads the restored properties at start-up). Call it once the window
+// manager has let go of the episode's windows (awaitNoClients), whose
+// lists it publishes on the root.
+func (x *xconn) rootChanged() (bool, error) {
+	in := x.d.initial
+	changed := false
+	for a, want := range in.rootVals {
+		got, err := x.rootProp(a)
+		if err != nil {
+			return false, err
+		}
+		if got == want {
+			continue
+		}
+		changed = true
+		if want.typ == 0 {
+			xproto.DeleteProperty(x.c, x.root, a)
+			continue
+		}
+		unit := max(int(want.format)/8, 1)
+		xproto.ChangeProperty(x.c, xproto.PropModeReplace, x.root, a, want.typ, want.format, uint32(len(want.value)/unit), []byte(want.value))
+	}
+	return changed, x.sync()
 }
 
 // resetX returns the X server to its initial state over guestd's own
@@ -188,7 +240,7 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 		return res, nil
 	case wire.ResetRelaunch:
 		if s.cfg.Restart != nil {
-			if err := s.cfg.Restart(ctx); err != nil {
+			if err := s.cfg.Restart(ctx, s.wmDirty.Load()); err != nil {
 				return nil, err
 			}
 			s.helpersDown.Store(false)
@@ -232,6 +284,13 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	s.score.Lock()
 	defer s.score.Unlock()
 	keep := s.exempt()
+	kept := 0
+	if s.cfg.Keep != nil {
+		for _, p := range s.cfg.Keep() {
+			keep[p] = true
+			kept++
+		}
+	}
 	sctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	if s.cfg.Restart != nil {
@@ -258,7 +317,50 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX() }); err != nil {
 		return nil, err
 	}
+	dirty := true // a window manager not kept starts afresh anyway
+	if kept > 0 {
+		if err := s.awaitNoClients(sctx); err != nil {
+			return nil, err
+		}
+		if err := s.x.run(ctx, 0, func(x *xconn) error {
+			var err error
+			dirty, err = x.rootChanged()
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	s.wmDirty.Store(dirty)
 	return &wire.ResetResult{Killed: n}, nil
+}
+
+// awaitNoClients waits until the window manager has let go of every window
+// of the ended episode (its client list is empty): an app relaunched while
+// the window manager still catches up is placed and sized differently from
+// one on a fresh desktop. It wakes on window-list changes.
+func (s *Server) awaitNoClients(ctx context.Context) error {
+	for {
+		var wake <-chan struct{}
+		left := 0
+		err := s.x.run(ctx, 0, func(x *xconn) error {
+			wake = x.windowsChan()
+			ids, _ := x.clientList()
+			left = len(ids)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return aci.Errorf(aci.CodeTimeout, "reset: the window manager still manages %d window(s) of the episode", left)
+		}
+	}
 }
 
 // sweep kills every process that may belong to the episode and is not kept

@@ -63,11 +63,16 @@ type Config struct {
 	// Exempt lists processes the scoring freeze leaves running besides
 	// guestd itself (the X server, which the verifier may query).
 	Exempt func() []int
-	// Restart starts the session's helpers (buses, window manager) afresh
-	// at the start of a reset's relaunch phase; an in-place reset ends
-	// every process but guestd and the Exempt ones (docs/architecture.md,
-	// "Reset in place"). Nil: nothing to restart.
-	Restart func(ctx context.Context) error
+	// Keep lists the session processes a reset in place keeps besides
+	// guestd and the Exempt ones: the window manager where it runs as the
+	// desktop's own identity; every other process ends
+	// (docs/architecture.md, "Reset in place").
+	Keep func() []int
+	// Restart starts the session's helpers afresh at the start of a
+	// reset's relaunch phase: the buses, and the window manager where it
+	// was not kept or dirty says the episode changed its state. Nil:
+	// nothing to restart.
+	Restart func(ctx context.Context, dirty bool) error
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string
@@ -87,13 +92,17 @@ type Server struct {
 	// helpersDown: a reset ended the session's helpers and its relaunch
 	// has not started them again yet.
 	helpersDown atomic.Bool
-	hx          *display // health probes
-	procs       *procTable
-	execs       chan struct{} // exec semaphore
-	score       sync.Mutex    // one verifier at a time
-	apps        appState
-	a11y        *a11y.Client  // nil without an accessibility bus
-	idle        *idleLauncher // Config.AgentIdle; nil without
+	// wmDirty: the last quiesce found the root's properties changed (or
+	// kept no window manager): the relaunch starts the window manager
+	// afresh.
+	wmDirty atomic.Bool
+	hx      *display // health probes
+	procs   *procTable
+	execs   chan struct{} // exec semaphore
+	score   sync.Mutex    // one verifier at a time
+	apps    appState
+	a11y    *a11y.Client  // nil without an accessibility bus
+	idle    *idleLauncher // Config.AgentIdle; nil without
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}

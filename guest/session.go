@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"golang.org/x/sys/unix"
 )
 
 // SessionConfig configures a desktop session: an Xvfb and a window manager
@@ -36,9 +38,15 @@ type SessionConfig struct {
 	// write (the guest socket's): the bus's configuration lives in it.
 	// Empty: a temporary directory.
 	RunDir string
-	// WMAs is the identity the window manager runs as (the agent's: what
-	// its menus start is the agent's); nil: this process's.
+	// WMAs is the identity the window manager and the buses run as (the
+	// agent's); nil: this process's.
 	WMAs *Identity
+	// Helper, when set and distinct from WMAs, is an identity of the
+	// desktop's own for an openbox window manager: it runs as Helper, with
+	// a configuration that starts nothing (wmconfig.go), outside the
+	// agent's cgroups, and lives through resets in place. Otherwise the
+	// window manager runs as WMAs and a reset starts it afresh.
+	Helper *Identity
 	// WMCgroups are the cgroups the window manager is born in (the agent's).
 	WMCgroups *AgentCgroups
 	// A11y starts the session's D-Bus session bus and AT-SPI bus (bus.go)
@@ -176,10 +184,15 @@ func StartSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 // startHelpers starts the session's buses (where asked for) and its window
 // manager, and returns once the window manager serves the display.
 func (s *Session) startHelpers(ctx context.Context) error {
-	cfg := s.cfg
-	if cfg.A11y {
-		s.startBus(ctx, cfg)
+	if s.cfg.A11y {
+		s.startBus(ctx, s.cfg)
 	}
+	return s.startWM(ctx)
+}
+
+// startWM starts the window manager and returns once it serves the display.
+func (s *Session) startWM(ctx context.Context) error {
+	cfg := s.cfg
 	if cfg.WM == "none" {
 		return nil
 	}
@@ -197,8 +210,16 @@ func (s *Session) startHelpers(ctx context.Context) error {
 		wcmd.Env[i] = "DISPLAY=" + cfg.Display
 	}
 	wcmd.Env = append(wcmd.Env, s.BusEnv()...)
-	cfg.WMAs.credential(wcmd)
-	wmpid, wwait, err := cfg.WMCgroups.Start(wcmd, startChild)
+	start := func(c *exec.Cmd) (int, <-chan unix.WaitStatus, error) { return cfg.WMCgroups.Start(c, startChild) }
+	if s.wmOwn() {
+		if err := s.ownWM(wcmd); err != nil {
+			return err
+		}
+		start = startChild
+	} else {
+		cfg.WMAs.credential(wcmd)
+	}
+	wmpid, wwait, err := start(wcmd)
 	wlog.Close()
 	if err != nil {
 		return fmt.Errorf("guest: start %s: %w", wmArgs[0], err)
@@ -217,19 +238,76 @@ func (s *Session) startHelpers(ctx context.Context) error {
 	return waitWM(ctx, cfg.Display, done, s.xDone)
 }
 
-// Restart starts the session's buses and window manager afresh. A reset in
-// place ends them with the rest of the episode: they run as the agent, so a
-// process of the episode could have traced, signalled or filled them, and
-// nothing of an episode may reach the next (docs/architecture.md, "Reward
-// integrity"). Call it once they have been ended, after the agent's files
-// are restored: the window manager reads its configuration from the
-// agent's home.
-func (s *Session) Restart(ctx context.Context) error {
+// wmOwn reports whether the window manager runs as the desktop's own
+// identity (SessionConfig.Helper): an openbox, whose configuration can be
+// made to start nothing.
+func (s *Session) wmOwn() bool {
+	h := s.cfg.Helper
+	return h.distinct() && (s.cfg.WMAs == nil || h.UID != s.cfg.WMAs.UID) && filepath.Base(strings.Fields(s.cfg.WM)[0]) == "openbox"
+}
+
+// ownWM makes cmd (openbox) run as the helper identity with a home of its
+// own and the configuration that starts nothing, both in RunDir.
+func (s *Session) ownWM(cmd *exec.Cmd) error {
+	dir := s.cfg.RunDir
+	if dir == "" {
+		return errors.New("guest: window manager: a helper identity needs RunDir")
+	}
+	wdir := filepath.Join(dir, "wm")
+	if err := freshDir(wdir); err != nil {
+		return err
+	}
+	rc, err := writeWMConfig(wdir)
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(wdir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(home, s.cfg.Helper.UID, s.cfg.Helper.GID); err != nil {
+		return err
+	}
+	cmd.Args = append(cmd.Args, "--config-file", rc)
+	cmd.Env = withoutKeys(cmd.Env, "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "TMPDIR")
+	cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home, "XDG_DATA_HOME="+home, "TMPDIR="+home)
+	cmd.Dir = home
+	s.cfg.Helper.credential(cmd)
+	return nil
+}
+
+// KeepPids lists the session processes a reset in place keeps besides the
+// X server: the window manager when it runs as the desktop's own identity
+// (and has not ended; Restart then starts it again).
+func (s *Session) KeepPids() []int {
+	if !s.wmOwn() || !s.wmAlive.Load() {
+		return nil
+	}
+	return []int{s.WMPid()}
+}
+
+// Restart starts the session's buses afresh, and the window manager where
+// it does not run as the desktop's own identity, or has ended, or dirty
+// says the episode changed its state. A reset in place ends what runs as
+// the agent with the rest of the episode: a process of the episode could
+// have traced, signalled or filled it, and nothing of an episode may reach
+// the next (docs/architecture.md, "Reward integrity"). Call it once they
+// have been ended, after the agent's files are restored.
+func (s *Session) Restart(ctx context.Context, dirty bool) error {
 	s.mu.Lock()
 	wmpid, wmDone, bus := s.wmpid, s.wmDone, s.bus
 	s.bus = nil
 	s.mu.Unlock()
 	bus.Close()
+	if s.cfg.A11y {
+		s.startBus(ctx, s.cfg)
+	}
+	if s.wmOwn() {
+		if s.wmAlive.Load() && !dirty {
+			return nil
+		}
+		s.cfg.Logf("guest: reset: the window manager starts afresh (running %v, root properties changed %v)", s.wmAlive.Load(), dirty)
+	}
 	if wmpid != 0 {
 		signalGroup(wmpid, syscall.SIGKILL)
 		select {
@@ -241,7 +319,7 @@ func (s *Session) Restart(ctx context.Context) error {
 	if !s.xAlive.Load() {
 		return errors.New("guest: restart: the X server is gone")
 	}
-	return s.startHelpers(ctx)
+	return s.startWM(ctx)
 }
 
 // Display returns the session's display name (":N").

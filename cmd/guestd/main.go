@@ -78,6 +78,8 @@ func run() error {
 	agentUID := flag.Int("agent-uid", -1, "uid of the agent's processes (apps, exec, the window manager); -1: guestd's own")
 	agentGID := flag.Int("agent-gid", -1, "gid of the agent's processes; -1: the agent uid")
 	scorerUID := flag.Int("scorer-uid", -1, "uid verifiers run as; -1: guestd's own")
+	helperUID := flag.Int("helper-uid", -1, "with --session, uid the desktop's own window manager (openbox) runs as, neither the agent's nor the scorer's: it then starts nothing and lives through resets in place; -1: it runs as the agent and restarts with every reset")
+	helperGID := flag.Int("helper-gid", -1, "gid of the window manager; -1: the helper uid")
 	scorerGID := flag.Int("scorer-gid", -1, "gid verifiers run as; -1: the scorer uid")
 	cgroupRoot := flag.String("cgroups", "", "directory of the sandbox's cgroups: <controller>/{guest,agent}; the agent's processes are born in agent, whose freezer scoring freezes")
 	pprofAddr := flag.String("pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback address; off by default")
@@ -143,7 +145,7 @@ func run() error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *runDir, RunDir: *runDir, WMAs: agent, WMCgroups: cgroups, A11y: *a11yBus, GLX: *glx, Logf: log.Printf})
+		s, err := guest.StartSession(sctx, guest.SessionConfig{Display: *display, Screen: *screen, WM: *wm, Env: env, LogDir: *runDir, RunDir: *runDir, WMAs: agent, Helper: identity(*helperUID, *helperGID), WMCgroups: cgroups, A11y: *a11yBus, GLX: *glx, Logf: log.Printf})
 		cancel()
 		if err != nil {
 			// The sandbox's log is all its owner keeps: say why X or the
@@ -173,11 +175,16 @@ func run() error {
 				return nil
 			}
 			return []int{sess.XPid()}
-		}, Restart: func(ctx context.Context) error {
+		}, Keep: func() []int {
 			if sess == nil {
 				return nil
 			}
-			return sess.Restart(ctx)
+			return sess.KeepPids()
+		}, Restart: func(ctx context.Context, dirty bool) error {
+			if sess == nil {
+				return nil
+			}
+			return sess.Restart(ctx, dirty)
 		}, Logf: log.Printf})
 	if err != nil {
 		return err

@@ -482,7 +482,8 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 	argv := append([]string{guestdPath}, spec.SessionArgs(":0", "unix:"+sockDir+"/"+sockName, agentHome+"/.shinken", relaunch)...)
 	uid := strconv.Itoa(agentUID)
 	scorer := strconv.Itoa(agentUID + 1)
-	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer)
+	helper := strconv.Itoa(agentUID + 2)
+	argv = append(argv, "--agent-uid", uid, "--agent-gid", uid, "--scorer-uid", scorer, "--scorer-gid", scorer, "--helper-uid", helper, "--helper-gid", helper)
 	// The desktop and the agent share the container's one cgroup: the
 	// agent's processes run SCHED_IDLE, so a fork bomb or a spinner cannot
 	// starve the X server into a sandbox_died (a free retry).
@@ -737,15 +738,16 @@ func (p *Provider) logTail(id string) string {
 	return "; container output: " + s
 }
 
-// uidStride spaces the uids of successive containers (agent, scorer).
-const uidStride = 2
+// uidStride spaces the uids of successive containers (agent, scorer,
+// window manager).
+const uidStride = 3
 
 // uidSpan is how many containers get distinct uids before they repeat:
-// with the default base the pairs fill [101000, 200000), below the range
+// with the default base the triples fill [101000, 200000), below the range
 // the process provider claims its pairs from (200000 up), so a container's
 // agent never shares a uid (and its RLIMIT_NPROC count) with a process
 // sandbox's agent or verifier on the same host.
-const uidSpan = 49500
+const uidSpan = 33000
 
 // agentUID is the agent's uid in the container of sequence number seq.
 func (p *Provider) agentUID(seq int) int {

@@ -26,7 +26,8 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 		// guestd stays root in the sandbox (with a few capabilities); the
 		// agent's desktop runs as uid, verifiers as a uid of their own.
 		args = append(args, "--agent-uid", strconv.Itoa(uid), "--agent-gid", strconv.Itoa(gid),
-			"--scorer-uid", strconv.Itoa(scorerUID(uid)), "--scorer-gid", strconv.Itoa(scorerUID(uid)))
+			"--scorer-uid", strconv.Itoa(scorerUID(uid)), "--scorer-gid", strconv.Itoa(scorerUID(uid)),
+			"--helper-uid", strconv.Itoa(helperUID(uid)), "--helper-gid", strconv.Itoa(helperUID(uid)))
 		if b.cg != nil {
 			args = append(args, "--cgroups", sandboxCgroupDir)
 		}
@@ -89,14 +90,18 @@ func (p *Provider) command(spec pool.Spec, b *box, relaunch bool, uid, gid int) 
 // puts in its reach.
 var guestdCaps = []int{0, 1, 2, 3, 5, 6, 7, 19}
 
-// uidsPerSandbox is how many uids one sandbox claims: its agent's and its
-// verifiers' (scorerUID).
-const uidsPerSandbox = 2
+// uidsPerSandbox is how many uids one sandbox claims: its agent's, its
+// verifiers' (scorerUID) and its desktop's own (helperUID).
+const uidsPerSandbox = 3
 
 // scorerUID is the uid a sandbox's verifiers run as: the other half of the
 // pair its agent's uid was claimed with, so no agent of any sandbox on the
 // host shares it.
 func scorerUID(agent int) int { return agent + 1 }
+
+// helperUID is the uid the sandbox's window manager runs as: the third of
+// its claim, neither the agent's nor any verifier's.
+func helperUID(agent int) int { return agent + 2 }
 
 // maxSockPath is the longest unix socket path that fits sockaddr_un.
 const maxSockPath = 107

@@ -49,13 +49,14 @@ type Options struct {
 	// DisplayBase and Displays bound the X display numbers handed out
 	// (default 100 and 1000).
 	DisplayBase, Displays int
-	// UIDBase and UIDs: when running as root, a sandbox's desktop runs as
-	// its own uid/gid and its verifiers as the next uid, a pair from
-	// [UIDBase, UIDBase+UIDs) (defaults 200000 and 60000: 30000 pairs), so
-	// sandboxes cannot touch each other's files, RLIMIT_NPROC counts per
-	// sandbox, and no agent shares a uid with any sandbox's verifiers.
-	// Pairs are claimed host-wide (flocks in UIDLockDir, named by the
-	// agent's uid), so providers with different roots never share one.
+	// UIDBase and UIDs: when running as root, a sandbox's agent runs as its
+	// own uid/gid, its verifiers as the next uid and its window manager as
+	// the one after, three from [UIDBase, UIDBase+UIDs) (defaults 200000
+	// and 60000: 20000 sandboxes), so sandboxes cannot touch each other's
+	// files, RLIMIT_NPROC counts per sandbox, and no agent shares a uid
+	// with any sandbox's verifiers or window manager. Claims are host-wide
+	// (flocks in UIDLockDir, named by the agent's uid), so providers with
+	// different roots never share one.
 	UIDBase, UIDs int
 	// UIDLockDir holds the host-wide uid claims (default /run/shinken/uids).
 	UIDLockDir string
@@ -263,12 +264,13 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			p.releaseRun()
 			return nil, fmt.Errorf("process: uid claims: %w", err)
 		}
-		// A claim holds a pair: the agent's uid and, one above it, its
-		// verifiers'. Nothing else hands out uids in the range, so no
-		// agent ever shares a uid with another sandbox's scorer.
+		// A claim holds three uids: the agent's and, above it, its
+		// verifiers' and its desktop's own. Nothing else hands out uids in
+		// the range, so no agent ever shares a uid with another sandbox's
+		// verifier or window manager.
 		p.uids = newDisplays(opts.UIDLockDir, opts.UIDBase, opts.UIDs/uidsPerSandbox)
 		p.uids.stride = uidsPerSandbox
-		p.uids.what = "sandbox uid pairs"
+		p.uids.what = "sandbox uid triples"
 	}
 	p.notes += "disk tier: home, workspace and /tmp are snapshotted and apps recorded by guestd are relaunched on restore/fork; in-memory app state is not carried."
 	return p, nil

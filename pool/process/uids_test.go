@@ -51,8 +51,8 @@ func TestProvidersOnOneHostDoNotShareUIDs(t *testing.T) {
 			t.Errorf("provider %d: boot: %v", i, err)
 			continue
 		}
-		// The desktop's window manager runs as the sandbox's agent uid
-		// (guestd, its init, stays root where the host allows it).
+		// The desktop's window manager runs as a uid of the sandbox's own
+		// claim (guestd, its init, stays root where the host allows it).
 		wm := childrenNamed(provs[i].InitPID(sbs[i].ID), "openbox")
 		if len(wm) != 1 {
 			t.Errorf("provider %d: window managers %v; want one", i, wm)
@@ -86,23 +86,23 @@ func procUID(t *testing.T, pid int) string {
 }
 
 // TestAgentAndScorerUIDsNeverCollide boots sandboxes one after another from
-// a range of three uid pairs, more boots than it has pairs, so claims wrap
-// around, and reads in each the uid its agent runs as and the uid its
-// verifier runs as: no uid is ever both an agent's and a verifier's. (A
-// verifier's uid derived from the display number once fell inside the
-// range agents' uids are handed out from, so after enough boots an agent
-// ran as another sandbox's verifier.)
+// a range of three uid claims, more boots than it has claims, so claims wrap
+// around, and reads in each the uid its agent, its verifier and its window
+// manager run as: no uid ever serves two of those roles. (A verifier's uid
+// derived from the display number once fell inside the range agents' uids
+// are handed out from, so after enough boots an agent ran as another
+// sandbox's verifier.)
 func TestAgentAndScorerUIDsNeverCollide(t *testing.T) {
 	if os.Geteuid() != 0 {
 		pooltest.SkipUnless(t, pooltest.RequireNamespaces, "sandbox uids are assigned only when running as root")
 	}
-	const base, pairs = 310000, 3
-	p := newTestProvider(t, Options{UIDBase: base, UIDs: 2 * pairs, UIDLockDir: t.TempDir()})
+	const base, claims = 310000, 3
+	p := newTestProvider(t, Options{UIDBase: base, UIDs: uidsPerSandbox * claims, UIDLockDir: t.TempDir()})
 	if !p.confined {
 		pooltest.SkipUnless(t, pooltest.RequireNamespaces, "unconfined host: sandboxes keep the caller's uid")
 	}
-	agents, scorers := map[string]bool{}, map[string]bool{}
-	for i := 0; i < pairs+2; i++ {
+	role := map[string]string{} // uid -> the role it served
+	for i := 0; i < claims+2; i++ {
 		sb := pooltest.Create(t, p)
 		c := pooltest.Dial(t, sb)
 		agent := strings.TrimSpace(pooltest.MustSh(t, c, "id -u"))
@@ -111,26 +111,26 @@ func TestAgentAndScorerUIDsNeverCollide(t *testing.T) {
 			t.Fatalf("boot %d: score: %v", i, err)
 		}
 		scorer := strings.TrimSpace(string(res.Stdout))
-		t.Logf("boot %d: agent uid %s, verifier uid %s", i, agent, scorer)
-		if agent == scorer || agent == "0" || scorer == "0" {
-			t.Fatalf("boot %d: agent uid %s, verifier uid %s; want two distinct unprivileged uids", i, agent, scorer)
+		wms := childrenNamed(p.InitPID(sb.ID), "openbox")
+		if len(wms) != 1 {
+			t.Fatalf("boot %d: window managers %v; want one", i, wms)
 		}
-		agents[agent], scorers[scorer] = true, true
-		for u := range agents {
-			if scorers[u] {
-				t.Fatalf("uid %s ran an agent in one sandbox and a verifier in another", u)
+		wm := procUID(t, wms[0])
+		t.Logf("boot %d: agent uid %s, verifier uid %s, window manager uid %s", i, agent, scorer, wm)
+		for r, u := range map[string]string{"agent": agent, "verifier": scorer, "window manager": wm} {
+			if n, err := strconv.Atoi(u); err != nil || n < base || n >= base+uidsPerSandbox*claims {
+				t.Errorf("boot %d: %s uid %s outside the claimed range [%d, %d)", i, r, u, base, base+uidsPerSandbox*claims)
 			}
-		}
-		for _, u := range []string{agent, scorer} {
-			if n, err := strconv.Atoi(u); err != nil || n < base || n >= base+2*pairs {
-				t.Errorf("boot %d: uid %s outside the claimed range [%d, %d)", i, u, base, base+2*pairs)
+			if prev, ok := role[u]; ok && prev != r {
+				t.Fatalf("uid %s ran a %s in one sandbox and a %s in another", u, prev, r)
 			}
+			role[u] = r
 		}
 		if err := p.Destroy(context.Background(), sb.ID); err != nil {
 			t.Fatalf("destroy: %v", err)
 		}
 	}
-	if len(agents) != pairs {
-		t.Errorf("agents ran as %d uids over %d boots; want all %d pairs used", len(agents), pairs+2, pairs)
+	if n := len(role); n != uidsPerSandbox*claims {
+		t.Errorf("%d distinct uids over %d boots; want all %d of the range used", n, claims+2, uidsPerSandbox*claims)
 	}
 }
