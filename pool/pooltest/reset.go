@@ -26,6 +26,7 @@ const stateScript = `cd / && n=${DISPLAY#:} && me=$(id -u) && for d in "$HOME" /
   find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" \) -prune -o -printf '%y %m %p\n' | sort
   find "$d" -xdev \( -path "/tmp/.X11-unix/X$n" -o -path "/tmp/.X$n-lock" \) -prune -o -type f -print0 | sort -z | xargs -0r md5sum
 done
+command -v xprop >/dev/null && xprop -root _NET_NUMBER_OF_DESKTOPS _NET_CURRENT_DESKTOP _NET_DESKTOP_NAMES _NET_SHOWING_DESKTOP 2>&1
 for t in shm sem msg; do [ -r /proc/sysvipc/$t ] && echo "sysv $t of the agent: $(awk -v me="$me" 'NR > 1 && ($8 == me || $10 == me || $5 == me || $7 == me)' /proc/sysvipc/$t | wc -l)"; done
 echo PROCS
 for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; u=$(awk '/^Uid:/ {print $2}' "$p/status" 2>/dev/null); [ "$u" = "$me" ] && u=agent || u=other; echo "$(cat "$p/comm" 2>/dev/null) $u"; done | grep -v -e '^sh ' -e '^find ' -e '^sort ' -e '^xargs ' -e '^md5sum ' -e '^cat ' -e '^grep ' -e '^awk ' -e '^wc ' -e '^ ' | sort`
@@ -211,6 +212,11 @@ func testResetInPlace(t *testing.T, p pool.Provider) {
 	// What outlives processes: POSIX shared memory and message queues,
 	// System V IPC (ipcmk makes a segment, a semaphore set and a queue).
 	MustSh(t, ec, `echo x > /dev/shm/agent; ipcmk -M 4096 -S 1 -Q >/dev/null`)
+	// What the window manager keeps, which lives through resets: its
+	// desktops, changed through the X server as any client may.
+	if _, err := exec.LookPath("xdotool"); err == nil {
+		MustSh(t, ec, `xdotool set_num_desktops 3 && xdotool set_desktop 2`)
+	}
 	before := MustSh(t, ec, procsScript)
 	// The episode ends with a score: the agent's processes are frozen.
 	if _, err := ec.Score(ctxT(t), wire.ScoreArgs{Shell: "true"}); err != nil {
