@@ -421,12 +421,19 @@ func (p *Provider) start(ctx context.Context, snap string, spec pool.Spec) (*poo
 	}
 
 	dir := filepath.Join(p.stateDir, fmt.Sprintf("%s-%d", p.run, seq))
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		release()
+		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil { // past the umask
 		release()
 		return nil, fmt.Errorf("docker provider: socket dir: %w", err)
 	}
 	// The socket dir stays root's: guestd (root in the container) serves the
-	// host there, and the agent's uid can neither connect nor swap the socket.
+	// host there, and the agent's uid can neither connect (the socket is
+	// 0600), list it nor swap the socket. It can pass through it (0711) to
+	// the session's directory guestd keeps there (the bus's configuration,
+	// the window manager's), which the desktop's processes read.
 
 	cfg, hcfg := p.containerConfig(spec, dir, seed, p.agentUID(seq))
 	created, err := p.cli.ContainerCreate(ctx, cfg, hcfg, nil, nil, name)
