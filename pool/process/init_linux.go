@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -73,6 +74,9 @@ func MaybeRunInit() {
 // and network namespaces) and execs guestd as the namespace's PID 1. It only
 // returns on failure. See root_linux.go for the filesystem it sees.
 func runInit(cfg *initConfig) error {
+	// no_new_privs, the parent-death signal and the seccomp filter are set
+	// per thread: all on the one that execs guestd.
+	runtime.LockOSThread()
 	if cfg.Gate {
 		if err := awaitGate(); err != nil {
 			return err
@@ -81,10 +85,12 @@ func runInit(cfg *initConfig) error {
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(cfg.OOMAdj)), 0); err != nil {
 		return fmt.Errorf("oom_score_adj: %w", err)
 	}
-	if err := confine(cfg); err != nil {
+	// Before confine, which makes /proc/sys read-only; the IPC sysctls are
+	// those of the writer's IPC namespace, the sandbox's.
+	if err := setIPCLimits(cfg.ShmSize); err != nil {
 		return err
 	}
-	if err := setIPCLimits(cfg.ShmSize); err != nil {
+	if err := confine(cfg); err != nil {
 		return err
 	}
 	if err := setLimits(cfg); err != nil {
@@ -100,6 +106,13 @@ func runInit(cfg *initConfig) error {
 	}
 	if err := os.Chdir(sandboxHome); err != nil {
 		return fmt.Errorf("chdir: %w", err)
+	}
+	// Last: the filter covers guestd and everything it starts
+	// (seccomp_linux.go; docs/architecture.md, "Process provider hardening").
+	if seccompSupported() {
+		if err := installSeccomp(unix.EPERM); err != nil {
+			return err
+		}
 	}
 	argv := append([]string{"guestd"}, cfg.Args...)
 	return fmt.Errorf("exec guestd: %w", syscall.Exec(sandboxGuestd, argv, cfg.Env))

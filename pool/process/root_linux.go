@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,63 @@ var hiddenOSDirs = []string{"/usr/local"}
 // lifecycle and reset in place").
 var sharedCaches = []string{"/var/cache/fontconfig", "/var/cache/libx11/compose"}
 
+// maskedPaths are the kernel files a container runtime hides by default,
+// and so does a sandbox's init (docs/architecture.md, "Process provider
+// hardening"): a file is covered by /dev/null, a directory by an empty
+// read-only tmpfs. They show the host's kernel (its memory, the keyrings,
+// timers and interrupt counts that tell what other tenants do, hardware),
+// none of which a desktop needs. The sandbox mounts no /sys; its two are
+// listed for a root that would.
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+	"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+	"/sys/firmware", "/sys/devices/virtual/powercap",
+}
+
+// readOnlyPaths are the kernel files a container runtime makes read-only
+// by default: the host's sysctls (IPC limits excepted, set before: see
+// runInit), sysrq, IRQ affinities, buses and filesystems. guestd keeps root
+// in the sandbox; these keep it from tuning the host's kernel.
+var readOnlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
+// maskKernelPaths applies maskedPaths and readOnlyPaths under root (where
+// they exist: a kernel without ACPI has no /proc/acpi).
+func maskKernelPaths(root string) error {
+	for _, p := range maskedPaths {
+		fi, err := os.Lstat(root + p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return fmt.Errorf("mask %s: %w", p, err)
+		case fi.IsDir():
+			if err := unix.Mount("tmpfs", root+p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0555"); err != nil {
+				return fmt.Errorf("mask %s: %w", p, err)
+			}
+		default:
+			if err := unix.Mount("/dev/null", root+p, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("mask %s: %w", p, err)
+			}
+			if err := setattr(root+p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range readOnlyPaths {
+		if _, err := os.Lstat(root + p); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount(root+p, root+p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("read-only %s: %w", p, err)
+		}
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(-1, root+p, unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("read-only %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // devNodes are the host device nodes a sandbox gets.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
@@ -40,7 +98,8 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // tmpfs holding the OS directories read-only, the sandbox's own home,
 // workspace, /tmp and /run writable, a private /dev (a few nodes, its own
 // devpts and /dev/shm), and a /proc of its own pid namespace in which the
-// agent sees only its own processes. It also brings up loopback.
+// agent sees only its own processes, the host kernel's files in it masked
+// or read-only (maskedPaths, readOnlyPaths). It also brings up loopback.
 func confine(cfg *initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -189,6 +248,9 @@ func confine(cfg *initConfig) error {
 	// namespace may mount proc only where one is already fully visible.
 	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return fmt.Errorf("proc: %w", err)
+	}
+	if err := maskKernelPaths(root); err != nil {
+		return err
 	}
 	// Pivot: the host's root is gone from the sandbox's mount namespace.
 	old := root + "/.old"

@@ -37,7 +37,12 @@ func (p *Provider) isolation() string {
 	if p.cgroups != nil {
 		cg = "a cgroup " + p.cgroups.version() + " per sandbox (" + strings.Join(p.cgroups.controllers(), ",") + "; an OOM or a fork bomb ends that sandbox only)"
 	}
-	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid; a private /dev); guestd is PID 1, root with 8 capabilities; " +
+	filter := ""
+	if seccompSupported() {
+		filter = "a seccomp filter over the whole sandbox (no ptrace or process_vm_*, namespaces, mounts, keyrings, bpf, perf, io_uring, modules); "
+	}
+	return "minimal root (OS directories read-only; no checkout, configs, state or other sandboxes; /proc hidepid, its kernel files masked or read-only as a container runtime's; a private /dev); " + filter +
+		"guestd is PID 1, root with 8 capabilities; " +
 		"the agent runs as its own uid, no capabilities, no_new_privs, under " + cg + "; on done the agent's processes are frozen (cgroup freezer where available, then a SIGSTOP sweep of " +
 		"every process but guestd and Xvfb) and the verifier runs as a uid of its own with its own HOME; the guest socket is root's"
 }
@@ -58,6 +63,11 @@ func (p *Provider) confinement() *pool.Confinement {
 			"shm_bytes": p.opts.ShmBytes, "state_bytes": p.opts.StateBytes,
 			"snapshot_bytes": max(p.opts.SnapshotBytes, 0),
 		},
+	}
+	if seccompSupported() {
+		// seccomp_linux.go: a deny list of its own, not the engine's
+		// default profile (docs/architecture.md, "Process provider hardening").
+		c.Seccomp = seccompProfileName
 	}
 	if p.cgroups != nil {
 		c.Cgroup = p.cgroups.version()
