@@ -106,11 +106,13 @@ func TestAgentEscapes(t *testing.T) {
 		}
 	}
 	// Filling home stops at its tmpfs bound; the desktop keeps working.
-	code, out := try(t, c, "dd if=/dev/zero of=$HOME/fill bs=1M count=200")
+	// (Files of 48 MiB each: one file stops at RLIMIT_FSIZE, which equals
+	// the home's size, before the tmpfs is full.)
+	code, out := try(t, c, "dd if=/dev/zero of=$HOME/fill bs=1M count=48 && dd if=/dev/zero of=$HOME/fill2 bs=1M count=48")
 	if code == 0 || !strings.Contains(out, "No space left") {
-		t.Errorf("writing 200 MiB to a 64 MiB home: exit %d %q; want ENOSPC", code, out)
+		t.Errorf("writing 96 MiB to a 64 MiB home: exit %d %q; want ENOSPC", code, out)
 	}
-	sh(t, ctx, c, "rm -f $HOME/fill")
+	sh(t, ctx, c, "rm -f $HOME/fill $HOME/fill2")
 	if err := p.Alive(ctx, sb.ID); err != nil {
 		t.Errorf("after the disk filler: %v", err)
 	}
