@@ -295,10 +295,15 @@ func makeDev(dev string, shm int64, tmpfs func(string, string, uintptr) error) e
 			return err
 		}
 	}
-	for _, d := range []string{"pts", "shm"} {
+	for _, d := range []string{"pts", "shm", "mqueue"} {
 		if err := os.Mkdir(dev+"/"+d, 0o755); err != nil {
 			return err
 		}
+	}
+	// The IPC namespace's POSIX message queues, where guestd can see (and a
+	// reset remove) what an episode left in them.
+	if err := unix.Mount("mqueue", dev+"/mqueue", "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mqueue: %w", err)
 	}
 	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("devpts: %w", err)
