@@ -105,7 +105,7 @@ func TestEscapes(t *testing.T) {
 	// are nosuid,nodev.
 	devs := strings.Fields(pooltest.MustSh(t, c, "ls /dev"))
 	want := map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true, "tty": true,
-		"ptmx": true, "pts": true, "shm": true, "fd": true, "stdin": true, "stdout": true, "stderr": true}
+		"ptmx": true, "pts": true, "shm": true, "mqueue": true, "fd": true, "stdin": true, "stdout": true, "stderr": true}
 	for _, d := range devs {
 		if !want[d] {
 			t.Errorf("/dev holds %q; want only %v", d, want)
