@@ -2,6 +2,7 @@ package process
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
@@ -27,7 +29,9 @@ import (
 // nothing is left:
 // processes, mounts, cgroups, display locks. SHINKEN_CHAOS_GOOD and
 // SHINKEN_CHAOS_STEPS scale it up (defaults 4 and 40; e.g. 12 and 1500 for
-// 16 sandboxes over minutes).
+// 16 sandboxes over minutes). A sandbox that dies where it should not is
+// reported with why (deathReport): its exit, the head of guestd's crash
+// and its pids counters, read before Close removes them.
 func TestChaos(t *testing.T) {
 	p := newTestProvider(t, Options{StateBytes: 128 << 20})
 	if p.cgroups == nil {
@@ -65,7 +69,7 @@ func TestChaos(t *testing.T) {
 		// A hog may end its sandbox before exec answers.
 		_, err := c.Exec(ctx, wire.ExecArgs{Shell: "(" + h.script + ") >/dev/null 2>&1 &", TimeoutMS: 5000})
 		if err != nil && h.reason == "" {
-			t.Fatalf("%s: start: %v", h.name, err)
+			t.Fatalf("%s: start: %v%s", h.name, err, deathReport(p, sbs[good+i], err))
 		}
 	}
 	rss0 := vmRSS()
@@ -103,17 +107,16 @@ func TestChaos(t *testing.T) {
 	t.Logf("%d well-behaved sandboxes x %d steps in %s beside %d hostile ones; server RSS %d -> %d KiB", good, steps, time.Since(t0).Round(time.Millisecond), len(hostile), rss0, vmRSS())
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("well-behaved sandbox %d: %v", i, err)
-		}
-		if err := p.Alive(ctx, sbs[i].ID); err != nil {
-			t.Errorf("well-behaved sandbox %d: %v", i, err)
+			t.Errorf("well-behaved sandbox %d: %v%s", i, err, deathReport(p, sbs[i], err))
+		} else if err := p.Alive(ctx, sbs[i].ID); err != nil {
+			t.Errorf("well-behaved sandbox %d: %v%s", i, err, deathReport(p, sbs[i], err))
 		}
 	}
 	for i, h := range hostile {
 		sb := sbs[good+i]
 		if h.reason == "" {
 			if err := p.Alive(ctx, sb.ID); err != nil {
-				t.Errorf("%s: sandbox died (%v); want it alive, its forks, writes or CPU bounded", h.name, err)
+				t.Errorf("%s: sandbox died (%v); want it alive, its forks, writes or CPU bounded%s", h.name, err, deathReport(p, sb, err))
 			}
 			continue
 		}
@@ -123,7 +126,7 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("%s: sandbox alive; want sandbox_died{%s}", h.name, h.reason)
 		}
 		if r := sb.LimitHit(); r != h.reason {
-			t.Errorf("%s: reason %q; want %q", h.name, r, h.reason)
+			t.Errorf("%s: reason %q; want %q%s", h.name, r, h.reason, deathReport(p, sb, nil))
 		}
 	}
 	// The filler stopped at the state bound.
@@ -161,6 +164,91 @@ func TestChaos(t *testing.T) {
 	if m := mountsUnder(root); len(m) > 0 {
 		t.Errorf("mounts left under the state root: %v", m)
 	}
+}
+
+// deathReport says why sb died, for a failure message; call it before the
+// sandbox is destroyed, while its directory is there. err is what the test
+// met: when it says the guest went away (sandbox_died), the report first
+// waits (bounded) for the provider to reap the init. It gives the
+// provider's verdict (Alive: the init's exit, the limit it was ended at),
+// the head of a crash in the sandbox's log (the provider logs only the
+// tail, which for guestd is the end of a goroutine dump: the cause is the
+// "fatal error" and "runtime:" lines at its start) and the pids of the
+// sandbox's cgroup and of its agent leaf.
+func deathReport(p *Provider, sb *pool.Sandbox, err error) string {
+	if aci.CodeOf(err) == aci.CodeSandboxDied {
+		select {
+		case <-sb.Dead:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n\tsandbox %s: ", sb.ID)
+	if aerr := p.Alive(context.Background(), sb.ID); aerr != nil {
+		out.WriteString(aerr.Error())
+	} else {
+		out.WriteString("alive")
+	}
+	log, _ := os.ReadFile(filepath.Join(p.SandboxDir(sb.ID), "log"))
+	if lines, crash := crashLines(log); crash {
+		fmt.Fprintf(&out, "\n\tits crash: %s", strings.Join(lines, " | "))
+	} else if len(lines) > 0 {
+		fmt.Fprintf(&out, "\n\tits log ends: %s", strings.Join(lines, " | "))
+	}
+	p.mu.Lock()
+	var dirs []string
+	if b := p.boxes[sb.ID]; b != nil && b.cg != nil {
+		dirs = b.cg.dirs()
+	}
+	p.mu.Unlock()
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "pids.max")); err != nil {
+			continue // another v1 controller's directory
+		}
+		read := func(leaf, file string) string {
+			b, _ := os.ReadFile(filepath.Join(d, leaf, file))
+			return strings.TrimSpace(string(b))
+		}
+		fmt.Fprintf(&out, "\n\tpids now: sandbox %s of %s, agent leaf %s of %s (a full agent leaf has refused %d forks)",
+			read("", "pids.current"), read("", "pids.max"), read("agent", "pids.current"), read("agent", "pids.max"),
+			readKV(filepath.Join(d, "agent", "pids.events"))["max"])
+	}
+	if bytes.Contains(log, []byte("failed to create new OS thread")) {
+		out.WriteString("\n\tguestd could not create a thread (EAGAIN: a pids limit). guestd steps into the agent's cgroups " +
+			"to fork the agent's processes (guest/cgroups.go, AgentCgroups.Start; docs/architecture.md, \"Sandbox limits\"): " +
+			"while it is there its threads count against the agent leaf's pids.max, which the agent's own processes can fill")
+	}
+	return out.String()
+}
+
+// crashLines picks from a sandbox's log the lines that say why its init or
+// guestd ended: a Go crash's "fatal error:", "panic:", "runtime:" and
+// "SIGxxx:" lines (the goroutine dump after them is left out) and the
+// init's own "sandbox init:" line, with crash true; failing those, its last
+// three lines.
+func crashLines(log []byte) (lines []string, crash bool) {
+	var out, last []string
+	for _, l := range strings.Split(string(log), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		sig, _, _ := strings.Cut(l, ": ")
+		crash := strings.HasPrefix(sig, "SIG") && sig == strings.ToUpper(sig) && !strings.Contains(sig, " ")
+		for _, p := range []string{"fatal error:", "panic:", "runtime:", "sandbox init:"} {
+			crash = crash || strings.HasPrefix(l, p)
+		}
+		if crash && len(out) < 6 {
+			out = append(out, l)
+		}
+		if last = append(last, l); len(last) > 3 {
+			last = last[1:]
+		}
+	}
+	if len(out) == 0 {
+		return last, false
+	}
+	return out, true
 }
 
 // mountsUnder lists this mount namespace's mounts under dir.

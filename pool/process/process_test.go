@@ -337,14 +337,18 @@ func TestLimits(t *testing.T) {
 		}
 		p.mu.Unlock()
 		c := pooltest.Dial(t, sb)
-		pooltest.MustSh(t, c, `(f() { f | f & }; f) >/dev/null 2>&1 &`)
+		if r, err := c.Exec(ctx, wire.ExecArgs{Shell: `(f() { f | f & }; f) >/dev/null 2>&1 &`, TimeoutMS: 20000}); err != nil {
+			t.Fatalf("start the fork bomb: %v%s", err, deathReport(p, sb, err))
+		} else if r.ExitCode == nil || *r.ExitCode != 0 {
+			t.Fatalf("start the fork bomb: %+v; want exit 0", r)
+		}
 		pooltest.Eventually(t, 30*time.Second, "the fork bomb at the agent's pids limit", func() bool {
 			b, _ := os.ReadFile(filepath.Join(pidsDir, "agent", "pids.current"))
 			n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			return n >= 128-min(guestPids, 128/4)
 		})
 		if err := p.Alive(ctx, sb.ID); err != nil {
-			t.Fatalf("sandbox died of a fork bomb: %v; want it contained", err)
+			t.Fatalf("sandbox died of a fork bomb: %v; want it contained%s", err, deathReport(p, sb, err))
 		}
 		if h, err := c.Health(ctx); err != nil || !h.X {
 			t.Errorf("health beside the fork bomb: %+v, %v", h, err)
