@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type AgentCgroups struct {
 	ctls   []string   // controller directories
 	frozen bool
 	stuck  bool // guestd once failed to leave the agent's cgroups
+	// threads: every controller moves single threads (cgroup v1's tasks
+	// file), so only the forking thread steps into the agent's cgroups.
+	threads bool
 }
 
 // OpenAgentCgroups opens the cgroups under root; nil when root is empty or
@@ -55,6 +59,12 @@ func OpenAgentCgroups(root string) (*AgentCgroups, error) {
 	if len(a.ctls) == 0 {
 		return nil, nil
 	}
+	a.threads = true
+	for _, d := range a.ctls {
+		if _, err := os.Stat(filepath.Join(d, "agent", "tasks")); err != nil {
+			a.threads = false
+		}
+	}
 	return a, nil
 }
 
@@ -70,7 +80,29 @@ func (a *AgentCgroups) move(sub string) error {
 	return errors.Join(errs...)
 }
 
+// moveThread puts the calling OS thread alone in sub of every controller
+// (cgroup v1's tasks file).
+func (a *AgentCgroups) moveThread(sub string) error {
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var errs []error
+	for _, d := range a.ctls {
+		if err := os.WriteFile(filepath.Join(d, sub, "tasks"), tid, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Start starts cmd through start inside the agent's cgroups.
+//
+// On cgroup v1 only the forking thread steps in, locked to its goroutine:
+// the child is born where its parent thread is, and the Go runtime starts
+// new threads from its template thread, never from a locked one, so
+// guestd never needs a thread while counted against the agent's pids
+// limit (with the whole process inside, a fork bomb filling the agent's
+// leaf made guestd's next thread creation fail and the runtime abort: the
+// sandbox died of the agent's fork bomb). A v2 domain cgroup moves whole
+// processes, and the whole of guestd steps in.
 func (a *AgentCgroups) Start(cmd *exec.Cmd, start func(*exec.Cmd) (int, <-chan unix.WaitStatus, error)) (int, <-chan unix.WaitStatus, error) {
 	if a == nil {
 		return start(cmd)
@@ -80,18 +112,38 @@ func (a *AgentCgroups) Start(cmd *exec.Cmd, start func(*exec.Cmd) (int, <-chan u
 	if a.frozen {
 		return 0, nil, aci.Errorf(aci.CodeEpisodeOver, "the agent's processes are frozen for scoring")
 	}
-	if err := a.move("agent"); err != nil {
-		a.move("guest")
+	move := a.move
+	if a.threads {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread() // stayLocked locks once more where the thread must not go back to work
+		move = a.moveThread
+	}
+	if err := move("agent"); err != nil {
+		if berr := move("guest"); berr != nil {
+			a.frozen, a.stuck = true, true
+			stayLocked(a.threads)
+		}
 		return 0, nil, fmt.Errorf("guest: enter the agent's cgroups: %w", err)
 	}
 	pid, ch, err := start(cmd)
-	if berr := a.move("guest"); berr != nil {
+	if berr := move("guest"); berr != nil {
+		stayLocked(a.threads)
 		// guestd must never stay where the freeze would stop it: refuse
 		// the freeze from now on (the sweep still runs).
 		a.frozen, a.stuck = true, true
 		return pid, ch, errors.Join(err, fmt.Errorf("guest: leave the agent's cgroups: %w", berr))
 	}
 	return pid, ch, err
+}
+
+// stayLocked keeps a thread that could not leave the agent's cgroups locked
+// to its goroutine for good: the runtime ends it with the goroutine, and no
+// other code of guestd's runs on it inside (the deferred unlock is undone
+// by a second lock).
+func stayLocked(threads bool) {
+	if threads {
+		runtime.LockOSThread()
+	}
 }
 
 // Thaw thaws the agent's freezer cgroup and lets the agent start processes
