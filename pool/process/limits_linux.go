@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,7 +49,7 @@ func (p *Provider) limitKill(b *box, reason string) {
 	}
 	p.opts.Logf("process: sandbox %s reached its %s limit: ending it", filepath.Base(b.dir), reason)
 	b.cg.thaw()
-	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGKILL)
+	_ = b.cmd.Process.Kill() // a pidfd: never a reused pid
 }
 
 // mountState makes dir a tmpfs of size bytes (nosuid, nodev): the

@@ -556,9 +556,15 @@ func (p *Provider) teardownCtx(ctx context.Context, b *box) error {
 		if b.cg != nil {
 			b.cg.thaw() // frozen processes cannot die
 		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		if !p.confined {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		// Through the process handle (a pidfd): once the init is reaped its
+		// pid may be another process's, which a kill by number would hit.
+		_ = b.cmd.Process.Kill()
+		select {
+		case <-b.dead:
+		default:
+			if !p.confined {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
 		}
 		select {
 		case <-b.dead:
