@@ -76,6 +76,14 @@ func play(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.A
 // playObserving is play with an observe setting on every step.
 func playObserving(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action, obs *api.Observe) (rewards []float64, reasons []string) {
 	t.Helper()
+	return playSteps(t, s, envs, scripts, obs, true)
+}
+
+// playSteps plays scripts on envs, a batch per step, and returns each
+// env's reward and exit reason; strict fails the test on an agent error in
+// a step and checks every observation.
+func playSteps(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action, obs *api.Observe, strict bool) (rewards []float64, reasons []string) {
+	t.Helper()
 	rewards = make([]float64, len(envs))
 	reasons = make([]string, len(envs))
 	for k := 0; ; k++ {
@@ -96,12 +104,12 @@ func playObserving(t *testing.T, s *servertest.Server, envs []string, scripts []
 			if res.Error != nil {
 				t.Fatalf("env %s step %d: %v", envs[i], k, res.Error)
 			}
-			if res.Info != nil && res.Info.Error != nil {
+			if strict && res.Info != nil && res.Info.Error != nil {
 				t.Errorf("env %s step %d: agent error %v", envs[i], k, res.Info.Error)
 			}
-			if res.Obs == nil || len(res.Obs.Frame) != 32 {
+			if strict && (res.Obs == nil || len(res.Obs.Frame) != 32) {
 				t.Errorf("env %s step %d: bad observation %+v", envs[i], k, res.Obs)
-			} else if _, ok := r.Frames[res.Obs.Frame]; !ok {
+			} else if _, ok := r.Frames[res.Obs.Frame]; strict && !ok {
 				t.Errorf("env %s step %d: frame %s not in reply", envs[i], k, res.Obs.Frame)
 			}
 			if res.Terminated || res.Truncated {

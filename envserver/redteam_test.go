@@ -394,7 +394,7 @@ func redTeamNext(t *testing.T, s *servertest.Server) {
 			}
 			// The attack may solve its own episode (the writer does); what
 			// counts is that it stays there.
-			_, reasons := playLenient(t, s, []string{attacker}, [][][]aci.Action{{x.attack, doneStep}})
+			_, reasons := playSteps(t, s, []string{attacker}, [][][]aci.Action{{x.attack, doneStep}}, nil, false)
 			if reasons[0] != "task_complete" {
 				t.Errorf("the attack's episode ended %q; want task_complete (scored)", reasons[0])
 			}
@@ -420,35 +420,5 @@ func redTeamNext(t *testing.T, s *servertest.Server) {
 				t.Errorf("none of %d later episodes ran on the attacker's sandbox (reset in place): the attack was not put to the test", followers)
 			}
 		})
-	}
-}
-
-// playLenient is play for an attacker: its steps may record the agent's
-// own errors.
-func playLenient(t *testing.T, s *servertest.Server, envs []string, scripts [][][]aci.Action) (rewards []float64, reasons []string) {
-	t.Helper()
-	rewards, reasons = make([]float64, len(envs)), make([]string, len(envs))
-	for k := 0; ; k++ {
-		req := api.StepRequest{}
-		var idx []int
-		for i, sc := range scripts {
-			if k < len(sc) {
-				req.Steps = append(req.Steps, api.StepEnv{EnvID: envs[i], Actions: sc[k]})
-				idx = append(idx, i)
-			}
-		}
-		if len(idx) == 0 {
-			return rewards, reasons
-		}
-		r := step(t, s, req)
-		for j, res := range r.Results {
-			i := idx[j]
-			if res.Error != nil {
-				t.Fatalf("env %s step %d: %v", envs[i], k, res.Error)
-			}
-			if res.Terminated || res.Truncated {
-				rewards[i], reasons[i] = res.Reward, res.Info.ExitReason
-			}
-		}
 	}
 }

@@ -69,24 +69,18 @@ func OpenAgentCgroups(root string) (*AgentCgroups, error) {
 }
 
 // move puts this process (all its threads) in sub of every controller.
-func (a *AgentCgroups) move(sub string) error {
-	self := []byte(strconv.Itoa(os.Getpid()))
-	var errs []error
-	for _, d := range a.ctls {
-		if err := os.WriteFile(filepath.Join(d, sub, "cgroup.procs"), self, 0); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (a *AgentCgroups) move(sub string) error { return a.write(sub, "cgroup.procs", os.Getpid()) }
 
 // moveThread puts the calling OS thread alone in sub of every controller
 // (cgroup v1's tasks file).
-func (a *AgentCgroups) moveThread(sub string) error {
-	tid := []byte(strconv.Itoa(unix.Gettid()))
+func (a *AgentCgroups) moveThread(sub string) error { return a.write(sub, "tasks", unix.Gettid()) }
+
+// write writes id to file of sub in every controller.
+func (a *AgentCgroups) write(sub, file string, id int) error {
+	b := []byte(strconv.Itoa(id))
 	var errs []error
 	for _, d := range a.ctls {
-		if err := os.WriteFile(filepath.Join(d, sub, "tasks"), tid, 0); err != nil {
+		if err := os.WriteFile(filepath.Join(d, sub, file), b, 0); err != nil {
 			errs = append(errs, err)
 		}
 	}
