@@ -104,18 +104,27 @@ func playSteps(t *testing.T, s *servertest.Server, envs []string, scripts [][][]
 			if res.Error != nil {
 				t.Fatalf("env %s step %d: %v", envs[i], k, res.Error)
 			}
-			if strict && res.Info != nil && res.Info.Error != nil {
-				t.Errorf("env %s step %d: agent error %v", envs[i], k, res.Info.Error)
-			}
-			if strict && (res.Obs == nil || len(res.Obs.Frame) != 32) {
-				t.Errorf("env %s step %d: bad observation %+v", envs[i], k, res.Obs)
-			} else if _, ok := r.Frames[res.Obs.Frame]; strict && !ok {
-				t.Errorf("env %s step %d: frame %s not in reply", envs[i], k, res.Obs.Frame)
+			if strict {
+				checkStep(t, envs[i], k, r, &res)
 			}
 			if res.Terminated || res.Truncated {
 				rewards[i], reasons[i] = res.Reward, res.Info.ExitReason
 			}
 		}
+	}
+}
+
+// checkStep fails t on a step that recorded an agent error or whose
+// observation is not in the reply.
+func checkStep(t *testing.T, env string, k int, r *api.BatchReply, res *api.Result) {
+	t.Helper()
+	if res.Info != nil && res.Info.Error != nil {
+		t.Errorf("env %s step %d: agent error %v", env, k, res.Info.Error)
+	}
+	if res.Obs == nil || len(res.Obs.Frame) != 32 {
+		t.Errorf("env %s step %d: bad observation %+v", env, k, res.Obs)
+	} else if _, ok := r.Frames[res.Obs.Frame]; !ok {
+		t.Errorf("env %s step %d: frame %s not in reply", env, k, res.Obs.Frame)
 	}
 }
 
