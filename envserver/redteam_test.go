@@ -354,6 +354,7 @@ type persistence struct {
 	// then: how every later episode of the task plays, and what it scores.
 	then   [][]aci.Action
 	reward float64
+	known  string // a leak not closed yet: the attack is skipped, saying why
 }
 
 func persistenceAttacks(hello *configs.Task) []persistence {
@@ -383,9 +384,18 @@ func TestRedTeamNextEpisodeDocker(t *testing.T) {
 }
 
 func redTeamNext(t *testing.T, s *servertest.Server) {
+	redTeamNextWith(t, s, persistenceAttacks(s.Tasks["xterm-hello-file"]))
+}
+
+// redTeamNextWith plays each attack on xterm-hello-file, then later
+// episodes of it until one runs on the attacker's sandbox.
+func redTeamNextWith(t *testing.T, s *servertest.Server, attacks []persistence) {
 	const task, followers = "xterm-hello-file", 12
-	for _, x := range persistenceAttacks(s.Tasks[task]) {
+	for _, x := range attacks {
 		t.Run(x.name, func(t *testing.T) {
+			if x.known != "" {
+				t.Skip("known: " + x.known)
+			}
 			r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: task}}})
 			attacker := r.Results[0].EnvID
 			sandbox, ok := s.Server.EnvGuest(attacker) // the guest connection names the sandbox

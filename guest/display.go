@@ -88,6 +88,7 @@ type xconn struct {
 	fbTried  bool
 
 	keys    *keymap
+	xkbOp   byte // XKB's major opcode once enabled on this connection (xkbstate.go)
 	atomMu  sync.Mutex
 	atoms   map[string]xproto.Atom
 	clipWin xproto.Window

@@ -32,6 +32,8 @@ type xInitial struct {
 	ptr       *xproto.GetPointerControlReply
 	saver     *xproto.GetScreenSaverReply
 	fontPath  []xproto.Str
+	ptrMap    []byte      // the pointer's button mapping
+	xkb       *xkbInitial // locks, latches and controls (xkbstate.go); nil without XKB
 }
 
 // captureInitial records the keyboard and modifier mappings, the root
@@ -72,9 +74,17 @@ func (x *xconn) captureInitial() error {
 	if err != nil {
 		return err
 	}
+	pm, err := xproto.GetPointerMapping(x.c).Reply()
+	if err != nil {
+		return err
+	}
+	xkb, err := x.captureXKB()
+	if err != nil {
+		return err
+	}
 	in := &xInitial{minKC: s.MinKeycode, per: km.KeysymsPerKeycode, syms: km.Keysyms,
 		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{},
-		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path}
+		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path, ptrMap: pm.Map, xkb: xkb}
 	in.rootVals = map[xproto.Atom]propVal{}
 	for _, a := range pl.Atoms {
 		in.rootProps[a] = true
@@ -135,7 +145,8 @@ func (x *xconn) rootChanged() (bool, error) {
 
 // resetX returns the X server to its initial state over guestd's own
 // connection: held keys and buttons released, the keyboard and modifier
-// mappings, keyboard and pointer control (auto-repeat, bell, acceleration),
+// mappings, the keyboard's XKB locks, latches and controls, the pointer's
+// button mapping, keyboard and pointer control (auto-repeat, bell, acceleration),
 // the screen saver (reset to inactive) and the font path restored, the selections guestd owns given up, cut buffers and
 // wallpaper removed, the root redrawn with its default background, the
 // resources of departed clients freed, the pointer centred (where a fresh
@@ -186,6 +197,14 @@ func (x *xconn) resetX() error {
 	// the releases above came first.
 	if r, err := xproto.SetModifierMapping(x.c, in.modPer, in.modCodes).Reply(); err != nil || r.Status != xproto.MappingStatusSuccess {
 		return fmt.Errorf("reset: modifier mapping: %v (status %v)", err, r)
+	}
+	// The keyboard's locks, latches and XKB controls, and the buttons'
+	// mapping (refused, Busy, while a button is down: released above).
+	if err := x.resetXKB(in.xkb); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if r, err := xproto.SetPointerMapping(x.c, byte(len(in.ptrMap)), in.ptrMap).Reply(); err != nil || r.Status != xproto.MappingStatusSuccess {
+		return fmt.Errorf("reset: pointer mapping: %v (status %v)", err, r)
 	}
 	x.owned.Store(false)
 	x.d.clipMu.Lock()

@@ -391,7 +391,19 @@ func logFile(dir, name string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(dir+"/"+name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// guestd's alone (0600): the agent's clients can make the X server and
+	// the buses log text of their choosing (an XKB layout name they ask
+	// for), and a log outlives a reset in place, so one the agent could
+	// read would carry one episode's message into the next.
+	f, err := os.OpenFile(dir+"/"+name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func envIndex(env []string, key string) int {
