@@ -68,8 +68,9 @@ type busProc struct {
 }
 
 // busConf is a bus configuration: listen on the bus's abstract socket,
-// authenticate by uid, and let the agent (the daemon's own uid)
-// and root (guestd) connect and talk to anyone.
+// authenticate by uid, and let the daemon's own uid, root (guestd) and the
+// agent (by its name in the daemon's password entries, "agent") connect
+// and talk to anyone.
 const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -78,6 +79,7 @@ const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow user="root"/>
+    <allow user="agent"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -99,7 +101,11 @@ const busConf = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 // place (Session.Restart) is found by apps under the address guestd gave
 // them. Its configuration lives in dir (nil: a fresh temporary directory),
 // which guestd owns and the agent can read but not write.
-func StartBus(ctx context.Context, display string, env []string, as *Identity, dir, logDir string) (*Bus, error) {
+//
+// as runs the daemon and the registry (nil: this process's identity);
+// client, when set, is the identity of the apps that connect (the agent's),
+// where it is not as.
+func StartBus(ctx context.Context, display string, env []string, as, client *Identity, dir, logDir string) (*Bus, error) {
 	reg := findRegistryd()
 	if reg == "" {
 		return nil, errors.New("guest: bus: at-spi2-registryd not found (Debian package at-spi2-core)")
@@ -124,7 +130,7 @@ func StartBus(ctx context.Context, display string, env []string, as *Identity, d
 	}
 	env = withoutKeys(env, "NO_AT_BRIDGE", "DBUS_SESSION_BUS_ADDRESS", "AT_SPI_BUS_ADDRESS")
 	env = withDefault(env, "DISPLAY", display)
-	denv, err := daemonEnv(dir, env, as)
+	denv, err := daemonEnv(dir, env, as, client)
 	if err != nil {
 		return fail(err)
 	}
@@ -252,14 +258,27 @@ var nssWrapper = []string{"/usr/lib/x86_64-linux-gnu/libnss_wrapper.so", "/usr/l
 
 // daemonEnv is the environment of the bus daemons. dbus-daemon looks up
 // every connecting uid in the password database (its groups decide policy)
-// and drops a connection whose uid has none; a sandbox's agent uid may have
-// no entry (the host's /etc, read-only). Then the daemons get one through
-// nss_wrapper: the agent and root, in files in the bus directory.
-func daemonEnv(dir string, env []string, as *Identity) ([]string, error) {
-	if !as.distinct() {
+// and drops a connection whose uid has none; a sandbox's uids may have no
+// entry (the host's /etc, read-only). Then the daemons get entries through
+// nss_wrapper: root, the daemon's own uid ("desktop") and the client's
+// ("agent"), in files in the bus directory. Where the daemon runs as the
+// client, its entry is "agent".
+func daemonEnv(dir string, env []string, as, client *Identity) ([]string, error) {
+	if !as.distinct() && !client.distinct() {
 		return env, nil
 	}
-	if _, err := user.LookupId(strconv.Itoa(as.UID)); err == nil {
+	if client == nil || (as != nil && client.UID == as.UID) {
+		client, as = as, nil
+	}
+	known := true
+	for _, id := range []*Identity{as, client} {
+		if id != nil {
+			if _, err := user.LookupId(strconv.Itoa(id.UID)); err != nil {
+				known = false
+			}
+		}
+	}
+	if known {
 		return env, nil
 	}
 	lib := ""
@@ -272,8 +291,16 @@ func daemonEnv(dir string, env []string, as *Identity) ([]string, error) {
 	if lib == "" {
 		return nil, fmt.Errorf("guest: bus: uid %d has no password entry and libnss_wrapper is missing (Debian libnss-wrapper)", as.UID)
 	}
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nagent:x:%d:%d:agent:/nonexistent:/bin/sh\n", as.UID, as.GID)
-	group := fmt.Sprintf("root:x:0:\nagent:x:%d:\n", as.GID)
+	passwd, group := "root:x:0:0:root:/root:/bin/sh\n", "root:x:0:\n"
+	for _, e := range []struct {
+		name string
+		id   *Identity
+	}{{"agent", client}, {"desktop", as}} {
+		if e.id != nil {
+			passwd += fmt.Sprintf("%s:x:%d:%d:%s:/nonexistent:/bin/sh\n", e.name, e.id.UID, e.id.GID, e.name)
+			group += fmt.Sprintf("%s:x:%d:\n", e.name, e.id.GID)
+		}
+	}
 	for name, body := range map[string]string{"passwd": passwd, "group": group} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			return nil, fmt.Errorf("guest: bus: %w", err)
@@ -352,7 +379,11 @@ func (s *Session) startBus(ctx context.Context, cfg SessionConfig) {
 	if cfg.RunDir != "" {
 		dir = filepath.Join(cfg.RunDir, "bus")
 	}
-	b, err := StartBus(ctx, cfg.Display, cfg.Env, cfg.WMAs, dir, cfg.LogDir)
+	as, client := cfg.WMAs, (*Identity)(nil)
+	if s.ownHelpers() {
+		as, client = cfg.Helper, cfg.WMAs
+	}
+	b, err := StartBus(ctx, cfg.Display, cfg.Env, as, client, dir, cfg.LogDir)
 	if err != nil {
 		msg := ""
 		if cfg.LogDir != "" {

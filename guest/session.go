@@ -42,10 +42,10 @@ type SessionConfig struct {
 	// agent's); nil: this process's.
 	WMAs *Identity
 	// Helper, when set and distinct from WMAs, is an identity of the
-	// desktop's own for an openbox window manager: it runs as Helper, with
-	// a configuration that starts nothing (wmconfig.go), outside the
-	// agent's cgroups, and lives through resets in place. Otherwise the
-	// window manager runs as WMAs and a reset starts it afresh.
+	// desktop's own: the buses run as it, and an openbox window manager
+	// too, with a configuration that starts nothing (wmconfig.go), outside
+	// the agent's cgroups; they live through resets in place. Otherwise
+	// they run as WMAs and a reset starts them afresh.
 	Helper *Identity
 	// WMCgroups are the cgroups the window manager is born in (the agent's).
 	WMCgroups *AgentCgroups
@@ -238,12 +238,17 @@ func (s *Session) startWM(ctx context.Context) error {
 	return waitWM(ctx, cfg.Display, done, s.xDone)
 }
 
-// wmOwn reports whether the window manager runs as the desktop's own
-// identity (SessionConfig.Helper): an openbox, whose configuration can be
-// made to start nothing.
-func (s *Session) wmOwn() bool {
+// ownHelpers reports whether the desktop's helpers run as an identity of
+// its own (SessionConfig.Helper), not the agent's.
+func (s *Session) ownHelpers() bool {
 	h := s.cfg.Helper
-	return h.distinct() && (s.cfg.WMAs == nil || h.UID != s.cfg.WMAs.UID) && filepath.Base(strings.Fields(s.cfg.WM)[0]) == "openbox"
+	return h.distinct() && (s.cfg.WMAs == nil || h.UID != s.cfg.WMAs.UID)
+}
+
+// wmOwn reports whether the window manager runs as the desktop's own
+// identity: an openbox, whose configuration can be made to start nothing.
+func (s *Session) wmOwn() bool {
+	return s.ownHelpers() && filepath.Base(strings.Fields(s.cfg.WM)[0]) == "openbox"
 }
 
 // ownWM makes cmd (openbox) run as the helper identity with a home of its
@@ -277,30 +282,39 @@ func (s *Session) ownWM(cmd *exec.Cmd) error {
 }
 
 // KeepPids lists the session processes a reset in place keeps besides the
-// X server: the window manager when it runs as the desktop's own identity
-// (and has not ended; Restart then starts it again).
+// X server: those that run as the desktop's own identity (the buses, the
+// window manager) and have not ended (Restart then starts them again).
 func (s *Session) KeepPids() []int {
-	if !s.wmOwn() || !s.wmAlive.Load() {
-		return nil
+	var out []int
+	if s.wmOwn() && s.wmAlive.Load() {
+		out = append(out, s.WMPid())
 	}
-	return []int{s.WMPid()}
+	if b := s.Bus(); s.ownHelpers() && b != nil && b.Alive() {
+		out = append(out, b.Pids()...)
+	}
+	return out
 }
 
-// Restart starts the session's buses afresh, and the window manager where
-// it does not run as the desktop's own identity, or has ended, or dirty
-// says the episode changed its state. A reset in place ends what runs as
-// the agent with the rest of the episode: a process of the episode could
-// have traced, signalled or filled it, and nothing of an episode may reach
-// the next (docs/architecture.md, "Reward integrity"). Call it once they
-// have been ended, after the agent's files are restored.
+// Restart starts afresh the session's helpers a reset in place ended or
+// may not keep: the buses and the window manager where they run as the
+// agent (a process of the episode could have traced, signalled or filled
+// them, and nothing of an episode may reach the next; docs/architecture.md,
+// "Reward integrity"), any that ended, and the window manager where dirty
+// says the episode changed its state. Call it after the agent's files are
+// restored.
 func (s *Session) Restart(ctx context.Context, dirty bool) error {
 	s.mu.Lock()
 	wmpid, wmDone, bus := s.wmpid, s.wmDone, s.bus
-	s.bus = nil
+	keepBus := s.ownHelpers() && bus != nil && bus.Alive()
+	if !keepBus {
+		s.bus = nil
+	}
 	s.mu.Unlock()
-	bus.Close()
-	if s.cfg.A11y {
-		s.startBus(ctx, s.cfg)
+	if !keepBus {
+		bus.Close()
+		if s.cfg.A11y {
+			s.startBus(ctx, s.cfg)
+		}
 	}
 	if s.wmOwn() {
 		if s.wmAlive.Load() && !dirty {
