@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jezek/xgb/res"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 	"github.com/shinken-rl/shinken/aci"
@@ -153,7 +154,7 @@ func (x *xconn) rootChanged() (bool, error) {
 // X server puts it) and focus returned to the pointer root. The episode's
 // clients are gone already (quiesce kills them first), so their windows
 // and selections went with them.
-func (x *xconn) resetX() error {
+func (x *xconn) resetX(keep map[int]bool) error {
 	in := x.d.initial
 	if in == nil {
 		return errors.New("reset: the initial X state was never recorded")
@@ -239,6 +240,9 @@ func (x *xconn) resetX() error {
 	xproto.ForceScreenSaver(x.c, xproto.ScreenSaverReset)
 	xproto.SetFontPath(x.c, uint16(len(in.fontPath)), in.fontPath)
 	xproto.KillClient(x.c, uint32(xproto.KillAllTemporary))
+	if err := x.killRetained(keep); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
 	xproto.ChangeWindowAttributes(x.c, x.root, xproto.CwBackPixmap, []uint32{xproto.BackPixmapNone})
 	xproto.ClearArea(x.c, false, x.root, 0, 0, 0, 0)
 	xproto.WarpPointer(x.c, 0, x.root, 0, 0, 0, 0, int16(x.w/2), int16(x.h/2))
@@ -333,7 +337,7 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	if err := s.clearIPC(sctx, keep); err != nil {
 		return nil, err
 	}
-	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX() }); err != nil {
+	if err := s.x.run(ctx, 0, func(x *xconn) error { return x.resetX(keep) }); err != nil {
 		return nil, err
 	}
 	dirty := true // a window manager not kept starts afresh anyway
@@ -481,4 +485,46 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// killRetained frees the resources of every client of the episode that
+// is gone but set its close-down mode to RetainPermanent: its windows
+// (mapped or not, with their names and properties), pixmaps and the rest
+// stay in the server after it disconnects, for the next episode to see,
+// and KillAllTemporary frees only RetainTemporary ones. The X-Resource
+// extension lists every client, gone or not, with the process id it
+// connected from (kept after it is gone); the episode's processes have all
+// ended, so a client whose process is not kept (guestd, the X server, the
+// window manager) is the episode's. Only where the X server shares
+// guestd's pid namespace (guestd's own connections are listed under its
+// pid), and without the extension there is nothing to ask.
+func (x *xconn) killRetained(keep map[int]bool) error {
+	if res.Init(x.c) != nil {
+		return nil
+	}
+	cl, err := res.QueryClients(x.c).Reply()
+	if err != nil {
+		return fmt.Errorf("x-resource clients: %w", err)
+	}
+	ids, err := res.QueryClientIds(x.c, 1, []res.ClientIdSpec{{Client: 0, Mask: res.ClientIdMaskLocalClientPID}}).Reply()
+	if err != nil {
+		return fmt.Errorf("x-resource client ids: %w", err)
+	}
+	pid := map[uint32]int{}
+	self := false
+	for _, id := range ids.Ids {
+		if len(id.Value) == 1 {
+			pid[id.Spec.Client] = int(id.Value[0])
+			self = self || int(id.Value[0]) == os.Getpid()
+		}
+	}
+	if !self {
+		return nil
+	}
+	for _, c := range cl.Clients {
+		if p, ok := pid[c.ResourceBase]; c.ResourceBase != 0 && !(ok && keep[p]) {
+			xproto.KillClient(x.c, c.ResourceBase)
+		}
+	}
+	return nil
 }
