@@ -86,8 +86,19 @@ func (x *xconn) captureInitial() error {
 	in := &xInitial{minKC: s.MinKeycode, per: km.KeysymsPerKeycode, syms: km.Keysyms,
 		modPer: mm.KeycodesPerModifier, modCodes: mm.Keycodes, rootProps: map[xproto.Atom]bool{},
 		kbd: kbd, ptr: ptr, saver: saver, fontPath: fp.Path, ptrMap: pm.Map, xkb: xkb}
+	if err := x.recordRoot(in, pl.Atoms); err != nil {
+		return err
+	}
+	x.d.initial = in
+	return nil
+}
+
+// recordRoot records the root's properties atoms, and their values, as the
+// fresh desktop's.
+func (x *xconn) recordRoot(in *xInitial, atoms []xproto.Atom) error {
+	in.rootProps = map[xproto.Atom]bool{}
 	in.rootVals = map[xproto.Atom]propVal{}
-	for _, a := range pl.Atoms {
+	for _, a := range atoms {
 		in.rootProps[a] = true
 		v, err := x.rootProp(a)
 		if err != nil {
@@ -95,8 +106,18 @@ func (x *xconn) captureInitial() error {
 		}
 		in.rootVals[a] = v
 	}
-	x.d.initial = in
 	return nil
+}
+
+// recordFreshWM records the root's properties again once a reset started
+// the window manager afresh: its pid, its check window and the rest are the
+// fresh desktop's now.
+func (x *xconn) recordFreshWM() error {
+	pl, err := xproto.ListProperties(x.c, x.root).Reply()
+	if err != nil {
+		return err
+	}
+	return x.recordRoot(x.d.initial, pl.Atoms)
 }
 
 // propVal is one property's type, format and bytes.
@@ -115,25 +136,92 @@ func (x *xconn) rootProp(a xproto.Atom) (propVal, error) {
 	return propVal{typ: r.Type, format: r.Format, value: string(r.Value)}, nil
 }
 
-// rootChanged puts back every root property the fresh desktop had whose
-// value the episode changed (the window manager's desktops, names, work
-// area, ...), and reports whether any had: then the window manager's own
-// state may differ from a fresh one's, and the reset starts it afresh (it
-// reads the restored properties at start-up). Call it once the window
-// manager has let go of the episode's windows (awaitNoClients), whose
-// lists it publishes on the root.
-func (x *xconn) rootChanged() (bool, error) {
-	in := x.d.initial
-	changed := false
-	for a, want := range in.rootVals {
+// wmVolatile are root properties that describe the episode's windows, not
+// the window manager's own state; with every window gone the window
+// manager publishes them empty again.
+var wmVolatile = []string{"_NET_ACTIVE_WINDOW", "_NET_CLIENT_LIST", "_NET_CLIENT_LIST_STACKING"}
+
+// wmDesktop are the window manager's desktop settings, which any client
+// may change with an EWMH message to the root, and which a message puts
+// back (cheaper than starting the window manager afresh).
+var wmDesktop = []string{"_NET_NUMBER_OF_DESKTOPS", "_NET_CURRENT_DESKTOP", "_NET_SHOWING_DESKTOP"}
+
+// rootDiff lists the root properties the fresh desktop had whose value
+// differs now, volatile ones left out.
+func (x *xconn) rootDiff() ([]xproto.Atom, error) {
+	skip := map[xproto.Atom]bool{}
+	for _, n := range wmVolatile {
+		a, err := x.atom(n)
+		if err != nil {
+			return nil, err
+		}
+		skip[a] = true
+	}
+	var out []xproto.Atom
+	for a, want := range x.d.initial.rootVals {
+		if skip[a] {
+			continue
+		}
 		got, err := x.rootProp(a)
+		if err != nil {
+			return nil, err
+		}
+		if got != want {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// rootChanged reports whether the episode changed the window manager's
+// state as the root's properties show it (desktops, names, work area, its
+// check window). Desktop settings are asked back with EWMH messages and
+// waited for (at most wmRepair); whatever still differs is put back on the
+// root and reported: the reset then starts the window manager afresh (it
+// reads the restored properties at start-up). Call it once the window
+// manager has let go of the episode's windows (awaitNoClients).
+func (x *xconn) rootChanged(ctx context.Context) (bool, error) {
+	diff, err := x.rootDiff()
+	if err != nil || len(diff) == 0 {
+		return false, err
+	}
+	desk := map[xproto.Atom]bool{}
+	for _, n := range wmDesktop {
+		a, err := x.atom(n)
 		if err != nil {
 			return false, err
 		}
-		if got == want {
-			continue
+		desk[a] = true
+	}
+	asked := false
+	for _, a := range diff {
+		want := x.d.initial.rootVals[a]
+		if !desk[a] || want.format != 32 || len(want.value) != 4 {
+			asked = false
+			break
 		}
-		changed = true
+		v := uint32(want.value[0]) | uint32(want.value[1])<<8 | uint32(want.value[2])<<16 | uint32(want.value[3])<<24
+		ev := xproto.ClientMessageEvent{Format: 32, Window: x.root, Type: a,
+			Data: xproto.ClientMessageDataUnionData32New([]uint32{v, 0, 0, 0, 0})}
+		xproto.SendEvent(x.c, false, x.root, xproto.EventMaskSubstructureNotify|xproto.EventMaskSubstructureRedirect, string(ev.Bytes()))
+		asked = true
+	}
+	if asked {
+		deadline := time.Now().Add(wmRepair)
+		for len(diff) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+			if err := x.sync(); err != nil {
+				return false, err
+			}
+			if diff, err = x.rootDiff(); err != nil {
+				return false, err
+			}
+		}
+		if len(diff) == 0 {
+			return false, nil
+		}
+	}
+	for _, a := range diff {
+		want := x.d.initial.rootVals[a]
 		if want.typ == 0 {
 			xproto.DeleteProperty(x.c, x.root, a)
 			continue
@@ -141,8 +229,12 @@ func (x *xconn) rootChanged() (bool, error) {
 		unit := max(int(want.format)/8, 1)
 		xproto.ChangeProperty(x.c, xproto.PropModeReplace, x.root, a, want.typ, want.format, uint32(len(want.value)/unit), []byte(want.value))
 	}
-	return changed, x.sync()
+	return true, x.sync()
 }
+
+// wmRepair bounds the wait for the window manager to apply the desktop
+// settings a reset asks back.
+const wmRepair = 500 * time.Millisecond
 
 // resetX returns the X server to its initial state over guestd's own
 // connection: held keys and buttons released, the keyboard and modifier
@@ -263,8 +355,14 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 		return res, nil
 	case wire.ResetRelaunch:
 		if s.cfg.Restart != nil {
-			if err := s.cfg.Restart(ctx, s.wmDirty.Load()); err != nil {
+			fresh, err := s.cfg.Restart(ctx, s.wmDirty.Load())
+			if err != nil {
 				return nil, err
+			}
+			if fresh {
+				if err := s.x.run(ctx, 0, func(x *xconn) error { return x.recordFreshWM() }); err != nil {
+					return nil, err
+				}
 			}
 			s.helpersDown.Store(false)
 		}
@@ -347,7 +445,7 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 		}
 		if err := s.x.run(ctx, 0, func(x *xconn) error {
 			var err error
-			dirty, err = x.rootChanged()
+			dirty, err = x.rootChanged(sctx)
 			return err
 		}); err != nil {
 			return nil, err

@@ -72,7 +72,8 @@ type Config struct {
 	// reset's relaunch phase: the buses, and the window manager where it
 	// was not kept or dirty says the episode changed its state. Nil:
 	// nothing to restart.
-	Restart func(ctx context.Context, dirty bool) error
+	// It reports whether the window manager started afresh.
+	Restart func(ctx context.Context, dirty bool) (bool, error)
 	// A11yBus is the session's AT-SPI bus address; empty: no
 	// accessibility tree (observe.a11y and element verbs are unsupported).
 	A11yBus string

@@ -302,7 +302,9 @@ func (s *Session) KeepPids() []int {
 // "Reward integrity"), any that ended, and the window manager where dirty
 // says the episode changed its state. Call it after the agent's files are
 // restored.
-func (s *Session) Restart(ctx context.Context, dirty bool) error {
+//
+// It reports whether the window manager started afresh.
+func (s *Session) Restart(ctx context.Context, dirty bool) (bool, error) {
 	s.mu.Lock()
 	wmpid, wmDone, bus := s.wmpid, s.wmDone, s.bus
 	keepBus := s.ownHelpers() && bus != nil && bus.Alive()
@@ -318,7 +320,7 @@ func (s *Session) Restart(ctx context.Context, dirty bool) error {
 	}
 	if s.wmOwn() {
 		if s.wmAlive.Load() && !dirty {
-			return nil
+			return false, nil
 		}
 		s.cfg.Logf("guest: reset: the window manager starts afresh (running %v, root properties changed %v)", s.wmAlive.Load(), dirty)
 	}
@@ -327,13 +329,13 @@ func (s *Session) Restart(ctx context.Context, dirty bool) error {
 		select {
 		case <-wmDone:
 		case <-ctx.Done():
-			return fmt.Errorf("guest: restart: the old window manager did not end: %w", ctx.Err())
+			return false, fmt.Errorf("guest: restart: the old window manager did not end: %w", ctx.Err())
 		}
 	}
 	if !s.xAlive.Load() {
-		return errors.New("guest: restart: the X server is gone")
+		return false, errors.New("guest: restart: the X server is gone")
 	}
-	return s.startWM(ctx)
+	return s.cfg.WM != "none", s.startWM(ctx)
 }
 
 // Display returns the session's display name (":N").

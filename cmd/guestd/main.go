@@ -180,9 +180,9 @@ func run() error {
 				return nil
 			}
 			return sess.KeepPids()
-		}, Restart: func(ctx context.Context, dirty bool) error {
+		}, Restart: func(ctx context.Context, dirty bool) (bool, error) {
 			if sess == nil {
-				return nil
+				return false, nil
 			}
 			return sess.Restart(ctx, dirty)
 		}, Logf: log.Printf})
