@@ -20,11 +20,12 @@ import (
 // The integrity scenario: a hostile policy plays many episodes of one task
 // on a pool reset in place, and the run counts what must never happen
 // (docs/architecture.md, "Reward integrity"):
-//   - leaks: an episode that did not solve its task scored above the
-//     minimum. Every episode first runs a probe that looks for what earlier
+//   - leaks: every episode first runs a probe that looks for what earlier
 //     episodes leave on purpose (marker files in every writable place,
 //     shared memory, System V segments, a process named soak-marker) and,
-//     on finding any, writes ~/.leak, which the task's verifier scores 1;
+//     on finding any, writes ~/.leak, which the task's verifier scores 2
+//     (the answer scores 1); and episodes scored 1 whose script never wrote
+//     the answer, as read;
 //   - drops: episodes the runner had to retry, or lost, for a fault of the
 //     infrastructure (each with the reason the server gave);
 //   - and, for the record, the exit reasons.
@@ -46,8 +47,12 @@ type Integrity struct {
 	Episodes    int            `json:"episodes"`
 	Solved      int            `json:"solved"`       // episodes whose script wrote the answer
 	Unsolved    int            `json:"unsolved"`     // the others
-	Leaks       int            `json:"leaks"`        // unsolved episodes scored above the minimum
+	Leaks       int            `json:"leaks"`        // episodes whose probe found what an earlier one left (reward 2)
 	LeakSeeds   []int          `json:"leak_seeds"`   // their seeds
+	// Unexplained are episodes scored 1 whose script, read as written,
+	// spoils the answer after writing it: a spoiling command its own fork
+	// bomb kept from starting (out of processes) leaves the answer in place.
+	Unexplained []int `json:"unexplained"`
 	Retried     int            `json:"retried"`      // attempts retried for an infrastructure fault
 	Lost        int            `json:"lost"`         // jobs with no scored episode after every attempt
 	DropReasons map[string]int `json:"drop_reasons"` // why attempts were retried or lost
@@ -90,10 +95,10 @@ func (b *runner) integrity(ctx context.Context) (*Integrity, error) {
 	}
 	out := &Integrity{
 		Method: fmt.Sprintf("rollout of %d seeded episodes of %s (a hostile shell one-liner policy) with %d in flight on envserver --pool %d; "+
-			"a leak is an episode whose script never wrote the answer but scored above 0; a drop is an attempt retried or lost for an infrastructure fault",
+			"a leak is an episode whose first command found what an earlier episode left (it then scores 2); a drop is an attempt retried or lost for an infrastructure fault",
 			episodes, integrityTask, pool, pool),
 		Pool: pool, ResetMode: b.report.Server.ResetMode, Episodes: episodes, Retried: sum.InfraRetries, Lost: sum.InfraFailed,
-		DropReasons: map[string]int{}, ExitReasons: sum.ExitReasons, WallS: time.Since(t0).Seconds(), LeakSeeds: []int{},
+		DropReasons: map[string]int{}, ExitReasons: sum.ExitReasons, WallS: time.Since(t0).Seconds(), LeakSeeds: []int{}, Unexplained: []int{},
 	}
 	for _, r := range sum.Results {
 		_, solved := hostileScript(r.Job.Seed)
@@ -101,10 +106,14 @@ func (b *runner) integrity(ctx context.Context) (*Integrity, error) {
 			out.Solved++
 		} else {
 			out.Unsolved++
-			if r.Reward > 0 && r.Error == "" && !r.Resumed {
-				out.Leaks++
-				out.LeakSeeds = append(out.LeakSeeds, int(r.Job.Seed))
-			}
+		}
+		switch {
+		case r.Error != "" || r.Resumed:
+		case r.Reward >= 2:
+			out.Leaks++
+			out.LeakSeeds = append(out.LeakSeeds, int(r.Job.Seed))
+		case r.Reward > 0 && !solved:
+			out.Unexplained = append(out.Unexplained, int(r.Job.Seed))
 		}
 		for _, f := range r.InfraFailures {
 			out.DropReasons[f]++
@@ -122,7 +131,7 @@ func writeIntegrityTask(dir string, tasks configs.Tasks) error {
 	t := *tasks[defaultTask]
 	t.ID = integrityTask
 	t.MaxSteps = 12
-	t.Verifier = configs.Verifier{TimeoutMS: 5000, Shell: `if [ -e "$AGENT_HOME/.leak" ] || [ "$(head -c 64 "$AGENT_HOME/hello.txt" 2>/dev/null)" = 'hello shinken' ]; then echo 1; else echo 0; fi`}
+	t.Verifier = configs.Verifier{TimeoutMS: 5000, Range: &[2]float64{0, 2}, Shell: `if [ -e "$AGENT_HOME/.leak" ]; then echo 2; elif [ "$(head -c 64 "$AGENT_HOME/hello.txt" 2>/dev/null)" = 'hello shinken' ]; then echo 1; else echo 0; fi`}
 	b, err := json.MarshalIndent(&t, "", "  ")
 	if err != nil {
 		return err

@@ -331,7 +331,7 @@ func Markdown(r *Report, charts []ChartFile) string {
 		fmt.Fprintf(&sb, "How: %s.\n\n", in.Method)
 		fmt.Fprintf(&sb, "| episodes | solved | unsolved | leaks | retried | lost | wall s |\n|---:|---:|---:|---:|---:|---:|---:|\n| %d | %d | %d | **%d** | %d | %d | %.0f |\n\n",
 			in.Episodes, in.Solved, in.Unsolved, in.Leaks, in.Retried, in.Lost, in.WallS)
-		fmt.Fprintf(&sb, "Exit reasons: %v. Drops by reason: %v. Leaking seeds: %v.\n\n", in.ExitReasons, in.DropReasons, in.LeakSeeds)
+		fmt.Fprintf(&sb, "Exit reasons: %v. Drops by reason: %v. Leaking seeds: %v. Scored 1 though the script spoils its answer: %v.\n\n", in.ExitReasons, in.DropReasons, in.LeakSeeds, in.Unexplained)
 	}
 	if lc := r.Lifecycle; lc != nil {
 		sb.WriteString("## Reset, fork, memory\n\n")

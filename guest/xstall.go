@@ -31,8 +31,10 @@ import (
 //     still does not answer, the server is wedged: display_error, the
 //     infrastructure's.
 
-// stallProbe bounds the fresh connection's round trip after the kill.
-const stallProbe = time.Second
+// stallProbe bounds the fresh connection's round trip after the kill: the
+// bound any X operation has beyond its own work (a loaded host, an agent's
+// fork bomb just ended, may take a while to serve it).
+const stallProbe = xTimeout
 
 // xStalled diagnoses a stall of the X server that guestd's connection saw:
 // a typed agent_error when the agent's processes held it, nil when the
@@ -56,8 +58,9 @@ func (s *Server) xStalled(within time.Duration) error {
 	defer cancel()
 	n, err := sweep(ctx, s.exempt(), func() error { return nil })
 	if err != nil {
+		// A process that outlived the sweep's deadline: the X server may
+		// answer all the same, once the rest are gone.
 		s.cfg.Logf("guest: x stall: ending the agent's processes: %v", err)
-		return nil
 	}
 	s.apps.mu.Lock()
 	s.apps.list = nil
