@@ -41,18 +41,18 @@ const integrityTask = "integrity-hello"
 
 // Integrity is the scenario's report.
 type Integrity struct {
-	Method      string         `json:"method"`
-	Pool        int            `json:"pool"`
-	ResetMode   string         `json:"reset_mode"`
-	Episodes    int            `json:"episodes"`
-	Solved      int            `json:"solved"`       // episodes whose script wrote the answer
-	Unsolved    int            `json:"unsolved"`     // the others
-	Leaks       int            `json:"leaks"`        // episodes whose probe found what an earlier one left (reward 2)
-	LeakSeeds   []int          `json:"leak_seeds"`   // their seeds
+	Method    string `json:"method"`
+	Pool      int    `json:"pool"`
+	ResetMode string `json:"reset_mode"`
+	Episodes  int    `json:"episodes"`
+	Solved    int    `json:"solved"`     // episodes whose script wrote the answer
+	Unsolved  int    `json:"unsolved"`   // the others
+	Leaks     int    `json:"leaks"`      // episodes whose probe found what an earlier one left (reward 2)
+	LeakSeeds []int  `json:"leak_seeds"` // their seeds
 	// Unexplained are episodes scored 1 whose script, read as written,
 	// spoils the answer after writing it: a spoiling command its own fork
 	// bomb kept from starting (out of processes) leaves the answer in place.
-	Unexplained []int `json:"unexplained"`
+	Unexplained []int          `json:"unexplained"`
 	Retried     int            `json:"retried"`      // attempts retried for an infrastructure fault
 	Lost        int            `json:"lost"`         // jobs with no scored episode after every attempt
 	DropReasons map[string]int `json:"drop_reasons"` // why attempts were retried or lost
