@@ -124,6 +124,7 @@ type procStat struct {
 	pid, ppid int
 	state     byte
 	start     uint64
+	cpu       uint64 // utime+stime, in clock ticks
 }
 
 // readStat parses /proc/<pid>/stat.
@@ -143,7 +144,9 @@ func readStat(pid int) (procStat, bool) {
 	}
 	ppid, _ := strconv.Atoi(string(f[1]))
 	start, _ := strconv.ParseUint(string(f[19]), 10, 64)
-	return procStat{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
+	utime, _ := strconv.ParseUint(string(f[11]), 10, 64)
+	stime, _ := strconv.ParseUint(string(f[12]), 10, 64)
+	return procStat{pid: pid, ppid: ppid, state: f[0][0], start: start, cpu: utime + stime}, true
 }
 
 // listProcs reads every process /proc shows.

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jezek/xgb"
 	"golang.org/x/sys/unix"
 )
 
@@ -477,21 +476,7 @@ func probe(ctx context.Context, what string, check func() bool, died ...<-chan s
 }
 
 func waitX(ctx context.Context, display string, xDone <-chan struct{}) error {
-	return probe(ctx, "waiting for X on "+display, func() bool {
-		nc, err := dialX(display, time.Second)
-		if err != nil {
-			return false
-		}
-		nc.SetDeadline(time.Now().Add(time.Second))
-		c, err := xgb.NewConnNet(nc)
-		if err != nil {
-			nc.Close()
-			return false
-		}
-		nc.Close()
-		c.Close()
-		return true
-	}, xDone)
+	return probe(ctx, "waiting for X on "+display, func() bool { return xAnswers(display, time.Second) }, xDone)
 }
 
 // AwaitWM waits until a window manager serves display (wmServing), for a

@@ -2,10 +2,6 @@ package guest
 
 import (
 	"context"
-
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -74,30 +70,10 @@ func (s *Server) xStalled(within time.Duration) error {
 
 // serverBusy reports whether process pid used CPU within the next 50 ms.
 func serverBusy(pid int) bool {
-	a := cpuTicks(pid)
+	a, _ := readStat(pid)
 	time.Sleep(50 * time.Millisecond)
-	return cpuTicks(pid) > a
-}
-
-// cpuTicks is utime+stime of pid, in clock ticks (0 when unreadable).
-func cpuTicks(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + st
+	b, _ := readStat(pid)
+	return b.cpu > a.cpu
 }
 
 // xAnswers reports whether the X server on display completes a connection
