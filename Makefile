@@ -13,7 +13,7 @@ TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
 # scrot), the Python client's dependencies, debootstrap for the image, the
 # session and accessibility buses (dbus, at-spi2-core, the GTK bridges,
 # nss_wrapper), and chromium for the web UI's browser tests.
-DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator dbus at-spi2-core libatk-adaptor libgail-common libnss-wrapper \
+DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator mupdf feh dbus at-spi2-core libatk-adaptor libgail-common libnss-wrapper \
                fonts-dejavu-core python3-msgpack python3-numpy python3-pil python3-pytest \
                debootstrap chromium
 GO_BINS     := envserver guestd rollout bench

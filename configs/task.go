@@ -5,6 +5,7 @@ package configs
 
 import (
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -20,14 +21,37 @@ import (
 //go:embed tasks/*.json
 var embedded embed.FS
 
-// Task is one task (docs/architecture.md, "Tasks and rewards").
+// Task is one task family (docs/tasks.md): a task whose instruction,
+// instance setup, expectations and solutions are templates over parameters
+// drawn from a seed. A task without parameters is a family of one instance.
 type Task struct {
-	ID          string      `json:"id"`
-	Instruction string      `json:"instruction"`
-	Apps        []string    `json:"apps,omitempty"`
-	Setup       []SetupStep `json:"setup,omitempty"`
-	Verifier    Verifier    `json:"verifier"`
-	MaxSteps    int         `json:"max_steps"`
+	ID string `json:"id"`
+	// Version is part of every instance's seed: a change to what a seed
+	// draws (parameters, templates, a word list used) bumps it.
+	Version     int    `json:"version,omitempty"`
+	Instruction string `json:"instruction"`
+	// Params are drawn from (id, version, seed), in order; see Param.
+	Params []Param     `json:"params,omitempty"`
+	Apps   []string    `json:"apps,omitempty"`
+	Setup  []SetupStep `json:"setup,omitempty"`
+	// InstanceSetup runs on every episode's sandbox after it is leased from
+	// the golden (Setup, seed-independent): the instance's files and apps.
+	InstanceSetup []SetupStep `json:"instance,omitempty"`
+	Verifier      Verifier    `json:"verifier"`
+	// Expect is what the verifier compares against, computed from the
+	// parameters: it reaches the sandbox only with the verifier, after the
+	// agent is frozen, as SK_EXPECT_<KEY> (ExpectEnv).
+	Expect map[string]string `json:"expect,omitempty"`
+	// Outputs are the paths the verifier reads of the agent's work; the
+	// task checker plants hostile files there.
+	Outputs []string `json:"outputs,omitempty"`
+	// TestPercent is the share of instances in the test split
+	// (DefaultTestPercent when unset).
+	TestPercent *int `json:"test_percent,omitempty"`
+	// SeedFree says the answer does not depend on the seed (the checker
+	// then skips replaying one seed's oracle on another).
+	SeedFree bool `json:"seed_free,omitempty"`
+	MaxSteps int  `json:"max_steps"`
 	// AllowShell lets launch_app start any program (the task gives the agent
 	// a shell anyway, e.g. a terminal); otherwise only the programs in Apps.
 	AllowShell bool `json:"allow_shell,omitempty"`
@@ -42,8 +66,9 @@ type Task struct {
 	// Solution is the scripted reference solution: one entry per step, each a
 	// list of actions. Tests and bench drive it and expect reward 1.
 	Solution [][]aci.Action `json:"solution"`
-	// Wrong is a plausible wrong solution; tests expect reward 0 from it.
-	Wrong [][]aci.Action `json:"wrong,omitempty"`
+	// Wrong are plausible wrong solutions, each in Solution's shape; each
+	// scores below the reward range's maximum.
+	Wrong [][][]aci.Action `json:"wrong,omitempty"`
 }
 
 // SetupStep is one step of a task's setup; exactly one field is set.
@@ -67,11 +92,22 @@ type Exec struct {
 	TimeoutMS int      `json:"timeout_ms,omitempty"`
 }
 
-// PutFile writes a file inside the sandbox. A leading "~/" is the sandbox home.
+// PutFile writes a file inside the sandbox. A leading "~/" is the sandbox
+// home. With Base64 set, Text is the file's bytes in base64 (generated
+// documents and images: docs/tasks.md, "Generated files").
 type PutFile struct {
-	Path string `json:"path"`
-	Text string `json:"text"`
-	Mode uint32 `json:"mode,omitempty"`
+	Path   string `json:"path"`
+	Text   string `json:"text"`
+	Mode   uint32 `json:"mode,omitempty"`
+	Base64 bool   `json:"base64,omitempty"`
+}
+
+// Bytes is the file's content.
+func (p *PutFile) Bytes() ([]byte, error) {
+	if !p.Base64 {
+		return []byte(p.Text), nil
+	}
+	return base64.StdEncoding.DecodeString(p.Text)
 }
 
 // WaitWindow waits until a window whose name or class contains Match exists.
@@ -138,7 +174,7 @@ func (t *Task) Validate() error {
 	if t.Verifier.TimeoutMS < 0 || t.Verifier.TimeoutMS > MaxVerifierMS {
 		return fmt.Errorf("task %s: verifier timeout_ms %d outside 0..%d", t.ID, t.Verifier.TimeoutMS, MaxVerifierMS)
 	}
-	for i, s := range t.Setup {
+	for i, s := range append(append([]SetupStep(nil), t.Setup...), t.InstanceSetup...) {
 		n := 0
 		if s.LaunchApp != nil {
 			n++
@@ -156,14 +192,7 @@ func (t *Task) Validate() error {
 			return fmt.Errorf("task %s: setup step %d must set exactly one of launch_app, exec, put_file, wait_window", t.ID, i)
 		}
 	}
-	for i, step := range t.Solution {
-		for _, a := range step {
-			if !a.Verb.Known() {
-				return fmt.Errorf("task %s: solution step %d: unknown verb %q", t.ID, i, a.Verb)
-			}
-		}
-	}
-	return nil
+	return t.validateFamily()
 }
 
 // Tasks is a loaded task suite keyed by id.

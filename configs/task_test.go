@@ -17,7 +17,7 @@ func TestShippedTasksLoad(t *testing.T) {
 	}
 	for _, id := range ts.IDs() {
 		task := ts[id]
-		if len(task.Solution) == 0 || len(task.Wrong) == 0 {
+		if len(task.Solution) == 0 || len(task.Wrong) == 0 || len(task.Wrong[0]) == 0 {
 			t.Errorf("task %s: needs a reference solution and a wrong one", id)
 		}
 		if len(task.Solution) > task.MaxSteps {

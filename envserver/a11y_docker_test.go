@@ -26,7 +26,7 @@ func TestA11yDocker(t *testing.T) {
 	if obs.A11y == nil || obs.A11y.Error != nil || !strings.HasPrefix(obs.TreeText, `app: "mousepad"`) {
 		t.Fatalf("reset in a container: a11y %+v:\n%s", obs.A11y, obs.TreeText)
 	}
-	rewards, _ := playObserving(t, s, []string{env}, [][][]aci.Action{task.Solution}, tree)
+	rewards, _ := playObserving(t, s, []string{env}, [][][]aci.Action{instanceOf(t, s, r.Results[0]).Solution}, tree)
 	if rewards[0] != 1 {
 		t.Errorf("%s in a container: got reward %v; want 1", task.ID, rewards[0])
 	}

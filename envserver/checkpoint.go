@@ -26,12 +26,11 @@ import (
 // was taken in, which episodes started from it inherit.
 type checkpoint struct {
 	id, snap  string
-	task      *configs.Task
+	task      *configs.Instance
 	envID     string
 	episodeID string
 	step      int
 	maxSteps  int
-	seed      *int64
 	coords    *aci.Coords
 	frame     string
 	display   *aci.Display
@@ -145,7 +144,7 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 	snap, err := s.pool.Snapshot(ctx, src.lease)
 	ck := &checkpoint{
 		id: newID("ckpt-"), snap: snap, task: src.task, envID: src.id, episodeID: src.ep.traj.EpisodeID,
-		step: src.ep.step, maxSteps: src.ep.maxSteps, seed: src.ep.traj.Seed, coords: src.coords,
+		step: src.ep.step, maxSteps: src.ep.maxSteps, coords: src.coords,
 		frame: src.lastFrame, display: src.display,
 	}
 	src.mu.Unlock()

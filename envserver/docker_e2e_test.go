@@ -70,7 +70,7 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	if err := ckRequest(t, s, "DELETE", "/v1/checkpoint/"+ck.CheckpointID, &del); err != nil || !del.Deleted {
 		t.Errorf("delete checkpoint: %+v, %v", del, err)
 	}
-	rewards, _ := play(t, s, envs[1:], [][][]aci.Action{s.Tasks[ids[1]].Solution})
+	rewards, _ := play(t, s, envs[1:], [][][]aci.Action{instanceOf(t, s, r.Results[1]).Solution})
 	if rewards[0] != 1 {
 		t.Errorf("%s in a container: got reward %v; want 1", ids[1], rewards[0])
 	}

@@ -1,6 +1,7 @@
 package envserver_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/servertest"
 	"github.com/shinken-rl/shinken/pool/process"
@@ -128,73 +130,43 @@ func checkStep(t *testing.T, env string, k int, r *api.BatchReply, res *api.Resu
 	}
 }
 
-// TestTaskSuite runs every shipped task's reference solution (reward 1) and
-// wrong solution (reward 0), all envs of a round in one batch.
+// TestTaskSuite runs the task checker (docs/tasks.md, "The task checker")
+// over a sample of every shipped family: seed 0's doing nothing, oracle,
+// wrong solutions, another seed's oracle, a second reset, and one hostile
+// file per output, its kind rotated by family so the suite covers them all.
+// `envserver tasks check --seeds 20` runs the whole of it.
 func TestTaskSuite(t *testing.T) {
 	s := server(t)
-	ids, obs := a11yTasks(t, s) // tasks whose solutions act on element refs observe the tree
-	for _, round := range []struct {
-		name   string
-		want   float64
-		script func(*configs.Task) [][]aci.Action
-	}{
-		{"solution", 1, func(t *configs.Task) [][]aci.Action { return t.Solution }},
-		{"wrong", 0, func(t *configs.Task) [][]aci.Action { return t.Wrong }},
-	} {
-		t.Run(round.name, func(t *testing.T) {
-			for lo := 0; lo < len(ids); lo += suiteBatch(len(ids)) {
-				hi := min(lo+suiteBatch(len(ids)), len(ids))
-				playRound(t, s, ids[lo:hi], obs, round.want, round.script)
-			}
-		})
-	}
-}
-
-// suiteBatch is how many tasks TestTaskSuite plays in one batch: all of
-// them, except under the race detector, where instrumented desktops on a
-// small machine play a few at a time (the server's concurrency is what the
-// detector checks, and four envs per batch exercise it).
-func suiteBatch(n int) int {
+	ids, _ := a11yTasks(t, s) // tasks whose solutions act on element refs need the tree
+	parallel := 4
 	if raceEnabled {
-		return min(n, 4)
+		parallel = 2
 	}
-	return n
+	checks, err := s.Server.CheckTasks(context.Background(), envserver.CheckOptions{Families: ids, Seeds: 1, Hostile: 1, Parallel: parallel, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		for _, f := range c.Failures {
+			t.Errorf("%s: %s", c.Family, f)
+		}
+	}
 }
 
-// playRound resets one env per task in a batch, plays each one's script and
-// checks its reward and exit reason.
-func playRound(t *testing.T, s *servertest.Server, ids []string, obs *api.Observe, want float64, script func(*configs.Task) [][]aci.Action) {
+// instanceOf is the task instance a reset or fork reply says its env runs.
+func instanceOf(t testing.TB, s *servertest.Server, res api.Result) *configs.Instance {
 	t.Helper()
-	req := api.ResetRequest{Observe: obs}
-	for _, id := range ids {
-		req.Envs = append(req.Envs, api.ResetEnv{Task: id})
+	if res.Info == nil || res.Info.Seed == nil {
+		t.Fatalf("reply names no instance: %+v", res.Info)
 	}
-	var r api.BatchReply
-	if _, _, err := s.Call("/v1/reset", req, &r); err != nil {
-		t.Fatalf("reset: %v", err)
+	in, err := s.Tasks[res.Info.Task].Instantiate(res.Info.Split, *res.Info.Seed)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(r.Results) != len(ids) {
-		t.Fatalf("reset: got %d results; want %d", len(r.Results), len(ids))
+	if in.Instruction != res.Info.Instruction {
+		t.Fatalf("instance instruction %q; the server says %q", in.Instruction, res.Info.Instruction)
 	}
-	envs := make([]string, len(ids))
-	scripts := make([][][]aci.Action, len(ids))
-	for i, res := range r.Results {
-		envs[i], scripts[i] = res.EnvID, script(s.Tasks[ids[i]])
-	}
-	// Every env the batch did lease goes back, even when one failed:
-	// a leak would starve every later test of sandboxes.
-	defer closeEnvs(s, envs...)
-	for i, res := range r.Results {
-		if res.Error != nil {
-			t.Fatalf("reset %s: %v", ids[i], res.Error)
-		}
-	}
-	rewards, reasons := playObserving(t, s, envs, scripts, obs)
-	for i, id := range ids {
-		if rewards[i] != want || reasons[i] != string(trajectory.TaskComplete) {
-			t.Errorf("task %s: got reward %v exit %q; want %v task_complete", id, rewards[i], reasons[i], want)
-		}
-	}
+	return in
 }
 
 // TestEpisodeRecorded checks the trajectory behind a finished episode.

@@ -27,7 +27,7 @@ type env struct {
 	mu          sync.Mutex
 	closed      bool
 	lease       *pool.Lease // nil after the sandbox died or was released
-	task        *configs.Task
+	task        *configs.Instance
 	ep          *episode
 	lastFrame   string
 	lastTimings map[string]int64 // the guest's split of the last capture (wire.Shot.Timings)
@@ -283,12 +283,15 @@ func (s *Server) register(e *env, isNew bool) {
 }
 
 // startEpisode begins a new episode on e (e.mu held).
-func (s *Server) startEpisode(e *env, task *configs.Task, seed *int64, forkOf string) *episode {
+func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *episode {
 	now := time.Now()
+	seed := in.Seed
 	ep := &episode{start: now, traj: trajectory.Trajectory{
-		EpisodeID: newID("ep-"), EnvID: e.id, Task: task.ID, Seed: seed, ForkOf: forkOf,
+		EpisodeID: newID("ep-"), EnvID: e.id, Task: in.ID, Seed: &seed, ForkOf: forkOf,
+		Instance: &trajectory.Instance{Version: in.Version, Hash: in.Hash, Split: in.Split,
+			Instruction: in.Instruction, Params: in.Params},
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
-	}, maxSteps: task.MaxSteps}
+	}, maxSteps: in.MaxSteps}
 	e.ep = ep
 	e.replay = nil
 	e.shown.Store(ep)

@@ -16,11 +16,10 @@ import (
 // origin is the state the children of a fork start from: a live env's
 // now, or a named checkpoint's.
 type origin struct {
-	task             *configs.Task
+	task             *configs.Instance
 	envID, episodeID string
 	step, maxSteps   int
 	frame            string
-	seed             *int64
 	coords           *aci.Coords
 	display          *aci.Display
 	checkpoint       string
@@ -51,7 +50,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		}
 		defer done()
 		o = origin{task: ck.task, envID: ck.envID, episodeID: ck.episodeID, step: ck.step, maxSteps: ck.maxSteps,
-			frame: ck.frame, seed: ck.seed, coords: ck.coords, display: ck.display, checkpoint: ck.id}
+			frame: ck.frame, coords: ck.coords, display: ck.display, checkpoint: ck.id}
 		leases, err = s.pool.ForkSnapshot(ctx, ck.snap, req.N)
 		if err != nil {
 			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
@@ -77,7 +76,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		}
 		leases, err = s.pool.Fork(ctx, src.lease, req.N)
 		o = origin{task: src.task, envID: src.id, episodeID: src.ep.traj.EpisodeID, step: src.ep.step, maxSteps: src.ep.maxSteps,
-			frame: src.lastFrame, seed: src.ep.traj.Seed, coords: src.coords, display: src.display}
+			frame: src.lastFrame, coords: src.coords, display: src.display}
 		src.mu.Unlock()
 		if err != nil {
 			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
@@ -95,7 +94,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		e.lastUsed.Store(time.Now().UnixNano())
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		ep := s.startEpisode(e, task, o.seed, o.episodeID)
+		ep := s.startEpisode(e, task, o.episodeID)
 		ep.step, ep.maxSteps = o.step, o.maxSteps
 		if o.checkpoint != "" {
 			ep.mu.Lock()
@@ -121,6 +120,7 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		ep.mu.Unlock()
 		slots[i] = slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
 			Info: &api.Info{Step: o.step, Task: task.ID, ForkOf: o.envID, Checkpoint: o.checkpoint, Settle: settle, MaxSteps: o.maxSteps}}, data: data}
+		instanceInfo(slots[i].res.Info, task)
 	})
 	for _, sl := range slots {
 		s.m.forks.WithLabelValues(outcomeOf(sl.res.Error)).Inc()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/trajectory"
@@ -66,6 +67,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
 	}
 	taskID := re.Task
+	var err error
 	var ck *checkpoint // the named checkpoint the episode starts from, if any
 	if re.Checkpoint != "" {
 		c, done, err := s.useCheckpoint(re.Checkpoint)
@@ -78,27 +80,31 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		}
 		ck, taskID = c, c.task.ID
 	}
-	task := s.cfg.Tasks[taskID]
-	if task == nil {
+	var in *configs.Instance
+	if ck != nil {
+		// The episode goes on from the checkpoint: its instance, budget and
+		// coordinate space, unless the reset lowers or names its own.
+		in = ck.task
+		if (re.Seed != nil && *re.Seed != in.Seed) || (re.Split != "" && re.Split != in.Split) {
+			return fail(re.EnvID, aci.Errorf(aci.CodeBadRequest, "checkpoint %s is %s seed %d of task %s; a reset from it cannot pick another instance", ck.id, in.Split, in.Seed, in.ID))
+		}
+	} else if task := s.cfg.Tasks[taskID]; task == nil {
 		return fail(re.EnvID, aci.Errorf(aci.CodeNotFound, "unknown task %q", taskID))
+	} else if in, err = pickInstance(task, re.Seed, re.Split); err != nil {
+		return fail(re.EnvID, err)
 	}
-	coords, maxSteps, err := s.episodeKnobs(re, task)
+	coords, maxSteps, err := s.episodeKnobs(re, in.Task)
 	if err != nil {
 		return fail(re.EnvID, err)
 	}
-	seed, forkOf := re.Seed, ""
+	forkOf := ""
 	if ck != nil {
-		// The episode goes on from the checkpoint: its budget, coordinate
-		// space and seed, unless the reset lowers or names its own.
 		maxSteps = ck.maxSteps
 		if re.MaxSteps > 0 {
 			maxSteps = min(maxSteps, re.MaxSteps)
 		}
 		if re.Coords == nil {
 			coords = ck.coords
-		}
-		if seed == nil {
-			seed = ck.seed
 		}
 		forkOf = ck.episodeID
 	}
@@ -128,15 +134,26 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	if ck != nil {
 		lease, err = s.pool.LeaseSnapshot(ctx, ck.snap)
 	} else {
-		lease, err = s.pool.LeaseGolden(ctx, task.ID, func(ctx context.Context, l *pool.Lease) error {
-			return runSetup(ctx, l, task)
+		lease, err = s.pool.LeaseGolden(ctx, in.ID, func(ctx context.Context, l *pool.Lease) error {
+			return runSetup(ctx, l, in.Task)
 		})
 	}
 	leaseDur := time.Since(t0)
-	ep := s.startEpisode(e, task, seed, forkOf)
+	var instDur time.Duration
+	if err == nil && ck == nil {
+		// The golden is the family's seed-independent base; the instance
+		// goes on top of it.
+		t1 := time.Now()
+		if err = runInstance(ctx, lease, in); err != nil {
+			lease.Release(context.WithoutCancel(ctx))
+		}
+		instDur = time.Since(t1)
+	}
+	ep := s.startEpisode(e, in, forkOf)
 	ep.maxSteps = maxSteps
 	e.coords, e.display = coords, nil
-	info := &api.Info{Step: 0, Task: task.ID}
+	info := &api.Info{Step: 0, Task: in.ID}
+	instanceInfo(info, in)
 	if ck != nil {
 		ep.mu.Lock()
 		ep.step, ep.traj.Checkpoint = ck.step, ck.id
@@ -153,7 +170,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 			}
 		}
 		s.finishEpisode(e, reason)
-		res := fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
+		res := fail(e.id, fmt.Errorf("reset %s: %w", in.ID, err))
 		res.res.EpisodeID = ep.traj.EpisodeID
 		info.ExitReason = string(reason)
 		res.res.Info = info
@@ -161,11 +178,11 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		return res
 	}
 	e.lease = lease
-	e.task = task
-	if err := awaitWindows(ctx, lease, task); err != nil {
+	e.task = in
+	if err := awaitWindows(ctx, lease, in); err != nil {
 		s.finishEpisode(e, trajectory.SetupError)
 		s.register(e, re.EnvID == "")
-		return fail(e.id, fmt.Errorf("reset %s: %w", task.ID, err))
+		return fail(e.id, fmt.Errorf("reset %s: %w", in.ID, err))
 	}
 	t1 := time.Now()
 	// Apps a restored sandbox relaunched may still be drawing: the first
@@ -173,7 +190,8 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	// start pixel-identical.
 	// A sandbox reset in place was settled before it was handed out: only
 	// drawing since (within the settle's quiet period) is waited for.
-	obs, data, settle, err := s.observe(ctx, e, b, nil, !lease.Settled())
+	// So was one whose instance setup put only files.
+	obs, data, settle, err := s.observe(ctx, e, b, nil, !lease.Settled() || (ck == nil && drawsOnScreen(in.InstanceSetup)))
 	if err != nil {
 		s.died(e, err, trajectory.SandboxDied)
 		s.register(e, re.EnvID == "")
@@ -184,6 +202,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	ep.mu.Unlock()
 	s.register(e, re.EnvID == "")
 	info.Settle, info.MaxSteps = settle, maxSteps
-	info.Timings = map[string]int64{"lease_us": leaseDur.Microseconds(), "observe_us": time.Since(t1).Microseconds()}
+	info.Timings = map[string]int64{"lease_us": leaseDur.Microseconds(), "instance_us": instDur.Microseconds(),
+		"observe_us": time.Since(t1).Microseconds()}
 	return slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Info: info}, data: data}
 }

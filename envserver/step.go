@@ -284,7 +284,7 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 	}
 	if (res.Terminated || res.Truncated) && !(agentErr != nil && e.task.EndOnAgentError) {
 		t2 := time.Now()
-		v := s.verify(ctx, e)
+		v := s.verify(ctx, e, terminal)
 		res.Info.Timings["verify_us"] = time.Since(t2).Microseconds()
 		res.Info.Timings["freeze_us"] = v.freezeUS
 		switch {
@@ -403,7 +403,7 @@ func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Ac
 			return "", nil, 0, err, nil
 		}
 		if a.Verb == aci.LaunchApp {
-			if err := appAllowed(e.task, a.App); err != nil {
+			if err := appAllowed(e.task.Task, a.App); err != nil {
 				failResult(results, i, err)
 				return "", nil, 0, err, nil
 			}

@@ -3,20 +3,33 @@ package envserver
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/pool"
 )
 
-// runSetup brings a fresh sandbox into the task's starting state. It runs
-// once per task on the sandbox that becomes the task's golden checkpoint.
+// runSetup brings a fresh sandbox into the task family's seed-independent
+// starting state. It runs once per family on the sandbox that becomes its
+// golden checkpoint.
 func runSetup(ctx context.Context, l *pool.Lease, t *configs.Task) error {
+	return runSteps(ctx, l, t.ID, "setup", t.Setup)
+}
+
+// runInstance applies an instance's own setup (its files, its documents
+// opened) to a sandbox leased from the family's golden.
+func runInstance(ctx context.Context, l *pool.Lease, in *configs.Instance) error {
+	return runSteps(ctx, l, in.ID, "instance step", in.InstanceSetup)
+}
+
+func runSteps(ctx context.Context, l *pool.Lease, id, what string, steps []configs.SetupStep) error {
 	g := l.Guest()
-	for i, st := range t.Setup {
+	for i, st := range steps {
 		var err error
 		switch {
 		case st.LaunchApp != nil:
@@ -29,7 +42,7 @@ func runSetup(ctx context.Context, l *pool.Lease, t *configs.Task) error {
 			err = waitWindow(ctx, g, st.WaitWindow)
 		}
 		if err != nil {
-			err = fmt.Errorf("setup step %d of %s: %w", i, t.ID, err)
+			err = fmt.Errorf("%s %d of %s: %w", what, i, id, err)
 			if isDeath(err, l) {
 				return err
 			}
@@ -37,6 +50,51 @@ func runSetup(ctx context.Context, l *pool.Lease, t *configs.Task) error {
 		}
 	}
 	return nil
+}
+
+// pickInstance resolves a reset's (task, seed, split) to the instance the
+// episode runs (docs/tasks.md, "Seeds and splits"): the split defaults to
+// train, and an absent seed is drawn by the server (and reported).
+func pickInstance(t *configs.Task, seed *int64, split string) (*configs.Instance, error) {
+	if split == "" {
+		split = configs.SplitTrain
+	}
+	if split != configs.SplitTrain && split != configs.SplitTest {
+		return nil, aci.Errorf(aci.CodeBadRequest, "split %q: want train or test", split)
+	}
+	if split == configs.SplitTest && t.TestShare() == 0 {
+		return nil, aci.Errorf(aci.CodeBadRequest, "task %s has no test split (it draws nothing from the seed)", t.ID)
+	}
+	var n int64
+	if seed != nil {
+		n = *seed
+	} else {
+		n = mrand.Int64N(1 << 31)
+	}
+	in, err := t.Instantiate(split, n)
+	if err != nil {
+		// Validated at load on a sample of seeds: a seed that fails is a
+		// bug of the task, not of the request.
+		return nil, &setupError{err}
+	}
+	return in, nil
+}
+
+// drawsOnScreen reports whether steps may change the screen (anything but
+// put_file): the first observation then settles.
+func drawsOnScreen(steps []configs.SetupStep) bool {
+	for _, st := range steps {
+		if st.PutFile == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// instanceInfo names the instance in a reset's or fork's info.
+func instanceInfo(info *api.Info, in *configs.Instance) {
+	seed := in.Seed
+	info.Version, info.Seed, info.Split, info.Instruction = in.Version, &seed, in.Split, in.Instruction
 }
 
 // setupError is a task's setup step failing in a live sandbox (a window
@@ -50,8 +108,8 @@ func (e *setupError) Unwrap() error { return e.err }
 // awaitWindows re-runs the task's wait_window steps: a sandbox restored from
 // a checkpoint relaunches its apps, and the episode starts only once their
 // windows are back.
-func awaitWindows(ctx context.Context, l *pool.Lease, t *configs.Task) error {
-	for _, st := range t.Setup {
+func awaitWindows(ctx context.Context, l *pool.Lease, in *configs.Instance) error {
+	for _, st := range append(append([]configs.SetupStep(nil), in.Setup...), in.InstanceSetup...) {
 		if st.WaitWindow != nil {
 			if err := waitWindow(ctx, l.Guest(), st.WaitWindow); err != nil {
 				return err
@@ -90,8 +148,12 @@ func putFile(ctx context.Context, g guestAPI, p *configs.PutFile) error {
 	}
 	script := `p="$SHINKEN_PATH"; case "$p" in "~/"*) p="$HOME/${p#\~/}";; esac; ` +
 		`mkdir -p "$(dirname "$p")" && cat > "$p" && chmod "$SHINKEN_MODE" "$p"`
+	data, err := p.Bytes()
+	if err != nil {
+		return fmt.Errorf("put_file %s: %w", p.Path, err)
+	}
 	return execOK(ctx, g, wire.ExecArgs{
-		Shell: script, Stdin: []byte(p.Text), TimeoutMS: 10000,
+		Shell: script, Stdin: data, TimeoutMS: 10000,
 		Env: []string{"SHINKEN_PATH=" + p.Path, fmt.Sprintf("SHINKEN_MODE=%o", mode)},
 	})
 }

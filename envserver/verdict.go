@@ -44,12 +44,17 @@ type verdict struct {
 // state the agent left is what broke it, and the episode scores the reward
 // range's minimum; where it fails there too, the task is broken:
 // scorer_error.
-func (s *Server) verify(ctx context.Context, e *env) verdict {
-	out := runVerifier(ctx, e.lease, &e.task.Verifier)
+//
+// The verifier's environment carries the instance's expectations
+// (SK_EXPECT_<KEY>) and how the agent ended the episode (SK_ENDED: done,
+// fail, or empty when the step budget ran out): neither is in the sandbox
+// before the agent is frozen.
+func (s *Server) verify(ctx context.Context, e *env, ended aci.Verb) verdict {
+	out := runVerifier(ctx, e.lease, &e.task.Verifier, append(e.task.ExpectEnv(), "SK_ENDED="+string(ended)))
 	if out.err == nil || isDeath(out.err, e.lease) || codeOf(out.err) != aci.CodeScorerError {
 		return out
 	}
-	if err := s.verifierProven(ctx, e.task); err != nil {
+	if err := s.verifierProven(ctx, e.task.Task); err != nil {
 		s.cfg.Logf("envserver: task %s: %v; the verdict stays scorer_error", e.task.ID, err)
 		return out
 	}
@@ -60,15 +65,16 @@ func (s *Server) verify(ctx context.Context, e *env) verdict {
 		Detail:  ae.Detail}}
 }
 
-// runVerifier runs v in l's sandbox under v's own deadline.
-func runVerifier(ctx context.Context, l *pool.Lease, v *configs.Verifier) verdict {
+// runVerifier runs v in l's sandbox under v's own deadline, env added to
+// its environment.
+func runVerifier(ctx context.Context, l *pool.Lease, v *configs.Verifier, env []string) verdict {
 	timeout := time.Duration(v.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = defaultVerifierTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+freezeAllowance)
 	defer cancel()
-	res, err := l.Guest().Score(ctx, wire.ScoreArgs{Argv: v.Argv, Shell: v.Shell, TimeoutMS: int(timeout.Milliseconds())})
+	res, err := l.Guest().Score(ctx, wire.ScoreArgs{Argv: v.Argv, Shell: v.Shell, Env: env, TimeoutMS: int(timeout.Milliseconds())})
 	if err != nil {
 		if isDeath(err, l) {
 			return verdict{err: err}
@@ -128,7 +134,7 @@ func (s *Server) verifierProven(ctx context.Context, task *configs.Task) error {
 		return p.err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	v := runVerifier(lctx, l, &task.Verifier)
+	v := runVerifier(lctx, l, &task.Verifier, nil)
 	switch {
 	case v.err != nil && isDeath(v.err, l):
 		keep = false

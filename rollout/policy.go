@@ -59,22 +59,35 @@ type AgentFunc func(ctx context.Context, turn Turn) (Decision, error)
 // Act calls f.
 func (f AgentFunc) Act(ctx context.Context, turn Turn) (Decision, error) { return f(ctx, turn) }
 
-// Scripted plays each task's reference solution (configs.Task.Solution),
+// Scripted plays the oracle of each episode's task instance (its
+// Solution, drawn from the same family, split and seed as the server's),
 // one entry per step. Past the end of the solution it sends done.
 type Scripted struct {
 	Tasks configs.Tasks
-	Wrong bool // play the task's Wrong solution instead
+	Split string // the runner's split (default train)
+	Wrong bool   // play the instance's first wrong solution instead
 }
 
 // Start implements Policy.
-func (p *Scripted) Start(_ context.Context, task api.TaskInfo, _ int64) (Agent, error) {
+func (p *Scripted) Start(_ context.Context, task api.TaskInfo, seed int64) (Agent, error) {
 	t, ok := p.Tasks[task.ID]
 	if !ok {
 		return nil, fmt.Errorf("scripted: no solution for task %q", task.ID)
 	}
-	sol := t.Solution
+	split := p.Split
+	if split == "" {
+		split = configs.SplitTrain
+	}
+	in, err := t.Instantiate(split, seed)
+	if err != nil {
+		return nil, fmt.Errorf("scripted: %w", err)
+	}
+	sol := in.Solution
 	if p.Wrong {
-		sol = t.Wrong
+		sol = nil
+		if len(in.Wrong) > 0 {
+			sol = in.Wrong[0]
+		}
 	}
 	if len(sol) == 0 {
 		return nil, fmt.Errorf("scripted: task %q has no solution", task.ID)

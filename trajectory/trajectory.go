@@ -72,10 +72,13 @@ type Step struct {
 
 // Trajectory is one whole episode.
 type Trajectory struct {
-	EpisodeID  string     `msgpack:"episode_id" json:"episode_id"`
-	EnvID      string     `msgpack:"env_id" json:"env_id"`
-	Task       string     `msgpack:"task" json:"task"`
-	Seed       *int64     `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	EpisodeID string `msgpack:"episode_id" json:"episode_id"`
+	EnvID     string `msgpack:"env_id" json:"env_id"`
+	Task      string `msgpack:"task" json:"task"`
+	Seed      *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Instance is the task instance the episode ran: what the seed drew.
+	// The trainer reads it; the agent never sees it.
+	Instance   *Instance  `msgpack:"instance,omitempty" json:"instance,omitempty"`
 	ForkOf     string     `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
 	Checkpoint string     `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"` // the named checkpoint it started from (fork_of: the episode that checkpoint was taken in)
 	Steps      []Step     `msgpack:"steps" json:"steps"`
@@ -92,6 +95,17 @@ type Trajectory struct {
 	// Labels are free-form tags a client adds to its own copy (the rollout
 	// runner records its job key here); the server leaves them empty.
 	Labels map[string]string `msgpack:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// Instance is the drawn instance of a task family an episode ran
+// (docs/tasks.md): its family version, its parameters as drawn, its
+// identity and its split.
+type Instance struct {
+	Version     int            `msgpack:"version" json:"version"`
+	Hash        string         `msgpack:"hash" json:"hash"`
+	Split       string         `msgpack:"split" json:"split"`
+	Instruction string         `msgpack:"instruction" json:"instruction"`
+	Params      map[string]any `msgpack:"params,omitempty" json:"params,omitempty"`
 }
 
 // Fault is whose failure an exit reason is, in the terms of the one error

@@ -34,7 +34,12 @@ type ResetEnv struct {
 	EnvID      string `msgpack:"env_id,omitempty" json:"env_id,omitempty"`
 	Task       string `msgpack:"task" json:"task"`
 	Checkpoint string `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
-	Seed       *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Seed picks the task family's instance (docs/tasks.md); absent, the
+	// server draws one from Split and reports it in info.seed.
+	Seed *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Split is "train" (the default) or "test": a drawn seed comes from
+	// it, and a given seed of the other split is refused.
+	Split string `msgpack:"split,omitempty" json:"split,omitempty"`
 	// Coords is the env's default coordinate space for its steps: a string
 	// (screen, frame, norm, norm1000) or {w, h}; see aci.ParseCoords.
 	Coords any `msgpack:"coords,omitempty" json:"coords,omitempty"`
@@ -138,7 +143,14 @@ type Info struct {
 	Error      *aci.Error `msgpack:"error,omitempty" json:"error,omitempty"`
 	SaveError  *aci.Error `msgpack:"save_error,omitempty" json:"save_error,omitempty"` // the episode could not be written to disk (the step itself happened)
 	Task       string     `msgpack:"task,omitempty" json:"task,omitempty"`
-	ForkOf     string     `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
+	// Version, Seed, Split and Instruction name the task instance the
+	// episode runs (reset and fork): the family's version, the seed that
+	// drew it, its split, and the instruction rendered for it.
+	Version     int    `msgpack:"version,omitempty" json:"version,omitempty"`
+	Seed        *int64 `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	Split       string `msgpack:"split,omitempty" json:"split,omitempty"`
+	Instruction string `msgpack:"instruction,omitempty" json:"instruction,omitempty"`
+	ForkOf      string `msgpack:"fork_of,omitempty" json:"fork_of,omitempty"`
 	// Checkpoint is the named checkpoint a reset or fork started from.
 	Checkpoint string           `msgpack:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	Timings    map[string]int64 `msgpack:"timings,omitempty" json:"timings,omitempty"` // microseconds
