@@ -190,7 +190,6 @@ func hostileShell(path, shell string) string {
 		`mkdir -p "$(dirname "$P")" && chmod -R u+rwX "$P" 2>/dev/null; rm -rf "$P" && ` + shell
 }
 
-
 // infeasible reports whether the instance's oracle ends with fail.
 func infeasible(in *configs.Instance) bool {
 	if len(in.Solution) == 0 {
