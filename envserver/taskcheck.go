@@ -258,8 +258,9 @@ func (s *Server) runPlays(ctx context.Context, family string, plays []play, para
 	return fails
 }
 
-// homeDigest lists every file of the home with its size and checksum.
-const homeDigest = `cd "$HOME" && find . -xdev \( -type f -o -type l \) ! -path './.cache/*' -print0 | sort -z | xargs -0r sha256sum`
+// homeDigest lists every file of the home with its checksum, but for what
+// apps stamp with the time they started (caches, the recent-files list).
+const homeDigest = `cd "$HOME" && find . -xdev \( -type f -o -type l \) ! -path './.cache/*' ! -name recently-used.xbel -print0 | sort -z | xargs -0r sha256sum`
 
 // runPlay runs one episode on the worker's env (created by its first reset).
 func (s *Server) runPlay(ctx context.Context, family string, p *play, env *string) playResult {
