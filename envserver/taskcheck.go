@@ -56,7 +56,8 @@ var HostileKinds = []struct{ Name, Shell string }{
 	{"fifo", `mkfifo "$P"`},
 	{"link to /dev/zero", `ln -s /dev/zero "$P"`},
 	{"unreadable", `printf x > "$P" && chmod 000 "$P"`},
-	{"huge", `truncate -s 8G "$P"`},
+	// As large as the sandbox lets the agent write (sparse).
+	{"huge", `n=$(ulimit -f); if [ "$n" = unlimited ]; then s=8G; else s=$((n*512-512)); fi; truncate -s "$s" "$P"`},
 	{"directory", `mkdir -p "$P/x"`},
 	{"link loop", `ln -s "$P" "$P"`},
 }

@@ -3,6 +3,8 @@
 //
 //	envserver --pool 4                       # loopback, process provider
 //	envserver --listen 0.0.0.0:8700 --token $T --provider docker
+//	envserver tasks check --seeds 20         # prove every task family
+//	envserver tasks count --seeds 2000       # distinct instances per family
 package main
 
 import (
@@ -24,6 +26,9 @@ import (
 func main() {
 	// A sandbox's init re-executes this binary; it never returns from here.
 	process.MaybeRunInit()
+	if len(os.Args) > 1 && os.Args[1] == "tasks" {
+		os.Exit(tasksMain(os.Args[2:]))
+	}
 
 	configPath := flag.String("config", "", "config file (JSON); the shipped configs/envserver.json is the default")
 	listen := flag.String("listen", "", "address to serve on (default from config: 127.0.0.1:8700)")

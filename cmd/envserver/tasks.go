@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/envserver"
+	"github.com/shinken-rl/shinken/envserver/stack"
+)
+
+// tasksMain is `envserver tasks check|count`: the task checker
+// (docs/tasks.md, "The task checker") on real sandboxes, and a count of
+// each family's distinct instances.
+func tasksMain(args []string) int {
+	if len(args) == 0 || (args[0] != "check" && args[0] != "count") {
+		fmt.Fprintln(os.Stderr, "usage: envserver tasks check [--family F]... [--seeds N] [--pool P] [--provider process|docker] [--tasks DIR]\n       envserver tasks count [--seeds N] [--tasks DIR]")
+		return 2
+	}
+	fs := flag.NewFlagSet("tasks "+args[0], flag.ExitOnError)
+	var families multiFlag
+	fs.Var(&families, "family", "family to check (repeat; default every family)")
+	seeds := fs.Int("seeds", 3, "check: train seeds 0..N-1 of each family; count: seeds drawn")
+	poolN := fs.Int("pool", 4, "warm sandboxes")
+	parallel := fs.Int("parallel", 0, "episodes at once (default: the pool size)")
+	hostile := fs.Int("hostile", 0, "hostile kinds planted per output (0: all)")
+	provider := fs.String("provider", "process", "sandbox provider: process or docker")
+	tasks := fs.String("tasks", "", "task directory (default: the shipped suite)")
+	guestd := fs.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
+	jsonOut := fs.String("json", "", "also write the results here as JSON")
+	_ = fs.Parse(args[1:])
+
+	if args[0] == "count" {
+		return countMain(*tasks, *seeds)
+	}
+	cfg, err := configs.LoadServer("")
+	if err != nil {
+		log.Fatalf("envserver tasks: %v", err)
+	}
+	state, err := os.MkdirTemp("", "shinken-check-")
+	if err != nil {
+		log.Fatalf("envserver tasks: %v", err)
+	}
+	defer os.RemoveAll(state)
+	cfg.Pool, cfg.Provider, cfg.Tasks, cfg.State, cfg.Listen = *poolN, *provider, *tasks, state, "127.0.0.1:0"
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: *guestd, Logf: func(string, ...any) {}})
+	if err != nil {
+		log.Fatalf("envserver tasks: %v", err)
+	}
+	defer st.Close(context.Background())
+	if *parallel <= 0 {
+		*parallel = max(1, *poolN)
+	}
+	t0 := time.Now()
+	checks, err := st.Server.CheckTasks(ctx, envserver.CheckOptions{Families: families, Seeds: *seeds,
+		Hostile: *hostile, Parallel: *parallel, Logf: log.Printf})
+	if err != nil {
+		log.Printf("envserver tasks check: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "family\tversion\tseeds\tepisodes\tseconds\tresult")
+	failed := 0
+	for _, c := range checks {
+		res := "ok"
+		if !c.OK() {
+			failed++
+			res = fmt.Sprintf("FAILED (%d)", len(c.Failures))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%s\n", c.Family, c.Version, c.Seeds, c.Episodes, c.Seconds, res)
+	}
+	tw.Flush()
+	for _, c := range checks {
+		for _, f := range c.Failures {
+			fmt.Printf("%s: %s\n", c.Family, f)
+		}
+	}
+	fmt.Printf("%d families, %d failed, %.0f s\n", len(checks), failed, time.Since(t0).Seconds())
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(checks, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			log.Printf("envserver tasks check: %v", err)
+		}
+	}
+	if failed > 0 || err != nil {
+		return 1
+	}
+	return 0
+}
+
+// countMain prints each family's distinct instances among train seeds
+// 0..n-1, counted by instance hash.
+func countMain(dir string, n int) int {
+	ts, err := configs.LoadTasks(dir)
+	if err != nil {
+		log.Fatalf("envserver tasks count: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "family\tapps\tdistinct\tof seeds")
+	for _, id := range ts.IDs() {
+		d, err := ts[id].Distinct(n)
+		if err != nil {
+			log.Fatalf("envserver tasks count: %v", err)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", id, strings.Join(ts[id].Apps, ","), d, n)
+	}
+	tw.Flush()
+	return 0
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
