@@ -3,12 +3,73 @@ package configs
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/zeebo/xxh3"
 )
 
 // StaticSeeds is how many seeds the static check draws per family.
 const StaticSeeds = 200
+
+// CheckFile is the check record's name in a task directory: the families
+// the task checker passed, at the definition it checked (`envserver tasks
+// check --record`). A server serves a parameterized family only when the
+// record holds its current definition (docs/tasks.md, "The task checker").
+const CheckFile = "checked.json"
+
+// CheckRecord is a task directory's check record, by family id.
+type CheckRecord map[string]Checked
+
+// Checked is one family's passing check.
+type Checked struct {
+	Version int    `json:"version"`
+	Def     string `json:"def"`   // DefHash at the check
+	Seeds   int    `json:"seeds"` // train seeds 0..Seeds-1 passed
+}
+
+// Passed reports whether the record holds t's current definition.
+func (r CheckRecord) Passed(t *Task) bool {
+	c, ok := r[t.ID]
+	return ok && c.Def == t.DefHash()
+}
+
+// Admit splits tasks into those a server may serve and the reasons the
+// others are refused: a family must pass the static check and, when it
+// draws from the seed, hold a passing check record. allowUnchecked serves
+// them all, reasons and all.
+func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]string) {
+	ok, refused := Tasks{}, map[string]string{}
+	for id, t := range ts {
+		var why string
+		if probs := t.staticProblems(); len(probs) > 0 {
+			why = "static check: " + probs[0]
+		} else if t.Parameterized() && !rec.Passed(t) {
+			why = "no passing check of this definition in " + CheckFile + " (run envserver tasks check --record)"
+		}
+		if why != "" {
+			refused[id] = why
+			if !allowUnchecked {
+				continue
+			}
+		}
+		ok[id] = t
+	}
+	return ok, refused
+}
+
+// staticCache keeps each definition's static problems: servers started in
+// one process (tests, the checker) check a definition once.
+var staticCache sync.Map // DefHash → []string
+
+func (t *Task) staticProblems() []string {
+	h := t.DefHash()
+	if v, ok := staticCache.Load(h); ok {
+		return v.([]string)
+	}
+	p := t.CheckStatic(StaticSeeds)
+	staticCache.Store(h, p)
+	return p
+}
 
 // DefHash identifies a family's definition: the check record of a family
 // holds the hash it was checked at, and a changed definition needs a new

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -208,7 +209,8 @@ func (ts Tasks) IDs() []string {
 	return ids
 }
 
-// LoadTasks reads every *.json task in dir; an empty dir means the embedded suite.
+// LoadTasks reads every *.json task in dir (but the check record,
+// CheckFile); an empty dir means the embedded suite.
 func LoadTasks(dir string) (Tasks, error) {
 	if dir == "" {
 		sub, err := fs.Sub(embedded, "tasks")
@@ -220,6 +222,31 @@ func LoadTasks(dir string) (Tasks, error) {
 	return loadFS(os.DirFS(dir))
 }
 
+// LoadChecks reads the check record of dir (the embedded suite's when dir
+// is empty); a directory without one has an empty record.
+func LoadChecks(dir string) (CheckRecord, error) {
+	var fsys fs.FS = os.DirFS(dir)
+	if dir == "" {
+		sub, err := fs.Sub(embedded, "tasks")
+		if err != nil {
+			return nil, err
+		}
+		fsys = sub
+	}
+	b, err := fs.ReadFile(fsys, CheckFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return CheckRecord{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec CheckRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", CheckFile, err)
+	}
+	return rec, nil
+}
+
 func loadFS(fsys fs.FS) (Tasks, error) {
 	names, err := fs.Glob(fsys, "*.json")
 	if err != nil {
@@ -227,6 +254,9 @@ func loadFS(fsys fs.FS) (Tasks, error) {
 	}
 	ts := Tasks{}
 	for _, name := range names {
+		if name == CheckFile {
+			continue
+		}
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err

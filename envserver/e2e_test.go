@@ -135,6 +135,10 @@ func checkStep(t *testing.T, env string, k int, r *api.BatchReply, res *api.Resu
 // wrong solutions, another seed's oracle, a second reset, and one hostile
 // file per output, its kind rotated by family so the suite covers them all.
 // `envserver tasks check --seeds 20` runs the whole of it.
+//
+// It also replays each family's seed-0 oracle on other seeds (5 per
+// family, the same seeds every run): a policy that memorized one answer
+// per family must earn at most 10% of the maximum over them all.
 func TestTaskSuite(t *testing.T) {
 	s := server(t)
 	ids, _ := a11yTasks(t, s) // tasks whose solutions act on element refs need the tree
@@ -142,15 +146,29 @@ func TestTaskSuite(t *testing.T) {
 	if raceEnabled {
 		parallel = 2
 	}
-	checks, err := s.Server.CheckTasks(context.Background(), envserver.CheckOptions{Families: ids, Seeds: 1, Hostile: 1, Parallel: parallel, Logf: t.Logf})
+	checks, err := s.Server.CheckTasks(context.Background(), envserver.CheckOptions{Families: ids, Seeds: 1, Hostile: 1,
+		Transfer: 5, Parallel: parallel, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var n int
+	var scored float64
 	for _, c := range checks {
 		for _, f := range c.Failures {
 			t.Errorf("%s: %s", c.Family, f)
 		}
+		if c.Transfer != nil {
+			n += c.Transfer.Episodes
+			scored += c.Transfer.Scored
+			if c.Transfer.Scored > 0 {
+				t.Logf("%s: a memorized oracle earned %.1f of %d", c.Family, c.Transfer.Scored, c.Transfer.Episodes)
+			}
+		}
 	}
+	if n > 0 && scored/float64(n) > 0.10 {
+		t.Errorf("memorized oracles earned %.1f%% of the maximum over %d instances; want at most 10%%", 100*scored/float64(n), n)
+	}
+	t.Logf("memorized oracles: %.1f of %d episodes", scored, n)
 }
 
 // instanceOf is the task instance a reset or fork reply says its env runs.

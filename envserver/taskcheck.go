@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
@@ -32,6 +34,11 @@ type CheckOptions struct {
 	// them all); 0 or more than there are: all.
 	Hostile  int
 	Parallel int // episodes at once; default 2
+	// Transfer replays seed 0's oracle on this many other train seeds of
+	// each family (drawn by hash, the same every run) and reports the mean
+	// normalized reward (TaskCheck.Transfer): what memorizing one answer
+	// per family earns. It passes or fails nothing by itself.
+	Transfer int
 	Logf     func(format string, args ...any)
 }
 
@@ -44,6 +51,14 @@ type TaskCheck struct {
 	Episodes int      `json:"episodes"`
 	Failures []string `json:"failures,omitempty"`
 	Seconds  float64  `json:"seconds"`
+	// Transfer is seed 0's oracle replayed on other seeds (CheckOptions.Transfer).
+	Transfer *Transfer `json:"transfer,omitempty"`
+}
+
+// Transfer is what one memorized oracle earned on other instances.
+type Transfer struct {
+	Episodes int     `json:"episodes"`
+	Scored   float64 `json:"scored"` // sum of rewards normalized to [0, 1]
 }
 
 // OK reports whether every check of the family passed.
@@ -64,14 +79,15 @@ var HostileKinds = []struct{ Name, Shell string }{
 
 // play is one checked episode.
 type play struct {
-	what   string
-	split  string
-	seed   int64
-	script [][]aci.Action
-	plant  string // shell run as the agent before the script
-	digest bool   // report a digest of the home after reset
-	want   func(reward, lo, hi float64) bool
-	wantS  string
+	what     string
+	transfer bool // counted in TaskCheck.Transfer, not judged
+	split    string
+	seed     int64
+	script   [][]aci.Action
+	plant    string // shell run as the agent before the script
+	digest   bool   // report a digest of the home after reset
+	want     func(reward, lo, hi float64) bool
+	wantS    string
 }
 
 type playResult struct {
@@ -110,7 +126,8 @@ func (s *Server) CheckTasks(ctx context.Context, opts CheckOptions) ([]*TaskChec
 			c.Failures = append(c.Failures, err.Error())
 		} else {
 			c.Episodes = len(plays)
-			c.Failures = append(c.Failures, s.runPlays(ctx, id, plays, opts.Parallel)...)
+			fails, tr := s.runPlays(ctx, id, plays, opts.Parallel)
+			c.Failures, c.Transfer = append(c.Failures, fails...), tr
 		}
 		c.Seconds = time.Since(t0).Seconds()
 		opts.Logf("tasks check: %s v%d: %d seeds, %d episodes, %d failures, %.1f s", id, c.Version, c.Seeds, c.Episodes, len(c.Failures), c.Seconds)
@@ -162,6 +179,12 @@ func checkPlays(t *configs.Task, opts CheckOptions, rotate int) ([]play, error) 
 		if k > 0 {
 			continue
 		}
+		if t.Parameterized() && !t.SeedFree {
+			for _, seed := range transferSeeds(t, in, opts.Transfer) {
+				plays = append(plays, play{what: fmt.Sprintf("seed %d: the oracle of seed 0", seed), split: configs.SplitTrain,
+					seed: seed, script: in.Solution, transfer: true})
+			}
+		}
 		for _, d := range []string{"a", "b"} {
 			plays = append(plays, play{what: "seed 0: reset " + d, split: configs.SplitTrain, seed: 0, digest: true,
 				script: done, want: lo, wantS: "the minimum"})
@@ -182,6 +205,19 @@ func checkPlays(t *configs.Task, opts CheckOptions, rotate int) ([]play, error) 
 		}
 	}
 	return plays, nil
+}
+
+// transferSeeds picks n train seeds other than 0 whose instance is not
+// seed 0's, by hash: the same seeds every run.
+func transferSeeds(t *configs.Task, zero *configs.Instance, n int) []int64 {
+	var out []int64
+	for i := uint64(0); len(out) < n && i < uint64(n)*20; i++ {
+		seed := int64(xxh3.HashString(fmt.Sprintf("%s\x00transfer\x00%d", t.ID, i)) % (1 << 31))
+		if in, err := t.Instantiate(configs.SplitTrain, seed); err == nil && seed != 0 && in.Hash != zero.Hash {
+			out = append(out, seed)
+		}
+	}
+	return out
 }
 
 // hostileShell replaces the output at path (a leading ~/ is the home) with
@@ -206,8 +242,9 @@ func sameExpect(a, b *configs.Instance) bool {
 	return string(ja) == string(jb)
 }
 
-// runPlays runs plays on parallel envs and returns what failed.
-func (s *Server) runPlays(ctx context.Context, family string, plays []play, parallel int) []string {
+// runPlays runs plays on parallel envs and returns what failed and what
+// the transfer plays scored.
+func (s *Server) runPlays(ctx context.Context, family string, plays []play, parallel int) ([]string, *Transfer) {
 	results := make([]playResult, len(plays))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -238,8 +275,21 @@ func (s *Server) runPlays(ctx context.Context, family string, plays []play, para
 	lo, hi := t.Verifier.RewardRange()
 	var fails []string
 	var digests []string
+	var tr *Transfer
 	for i, p := range plays {
 		r := results[i]
+		if p.transfer {
+			if tr == nil {
+				tr = &Transfer{}
+			}
+			tr.Episodes++
+			if r.err != nil {
+				fails = append(fails, fmt.Sprintf("%s: %v", p.what, r.err))
+			} else if hi > lo {
+				tr.Scored += (r.reward - lo) / (hi - lo)
+			}
+			continue
+		}
 		switch {
 		case r.err != nil:
 			fails = append(fails, fmt.Sprintf("%s: %v", p.what, r.err))
@@ -256,7 +306,7 @@ func (s *Server) runPlays(ctx context.Context, family string, plays []play, para
 		fails = append(fails, "seed 0 reset twice started different files: "+firstDiff(digests[0], digests[1]))
 	}
 	sort.Strings(fails)
-	return fails
+	return fails, tr
 }
 
 // homeDigest lists every file of the home with its checksum, but for what

@@ -82,6 +82,11 @@ func (p *Scripted) Start(_ context.Context, task api.TaskInfo, seed int64) (Agen
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
+	if task.Instruction != "" && task.Instruction != in.Instruction && task.Instruction != t.Instruction {
+		// The server drew another instance: its definition differs from ours.
+		return nil, fmt.Errorf("scripted: task %s seed %d: the server's instance (%q) is not the local definition's (%q)",
+			task.ID, seed, task.Instruction, in.Instruction)
+	}
 	sol := in.Solution
 	if p.Wrong {
 		sol = nil

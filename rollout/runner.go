@@ -27,8 +27,11 @@ type Config struct {
 	Policy Policy
 	// Tasks are the task ids to run; they must be on the server's /v1/spec.
 	Tasks []string
-	// Seeds runs seeds 0..Seeds-1 of each task; default 1.
+	// Seeds runs seeds 0..Seeds-1 of each task (each seed a distinct
+	// instance of the task family: docs/tasks.md); default 1.
 	Seeds int
+	// Split is the instances' split: train (default) or test.
+	Split string
 	// Replicas runs each (task, seed) this many times; default 1.
 	Replicas int
 	// Fork starts each (task, seed)'s replicas by forking one env reset to
@@ -362,7 +365,7 @@ func (r *runner) forkChildren(ctx context.Context, jobs []Job) ([]api.Result, ma
 	seed := j.Seed
 	var parent string
 	for attempt := 0; attempt < r.cfg.MaxAttempts && parent == ""; attempt++ {
-		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.observe(j.Task)})
+		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed, Split: r.cfg.Split}}, Observe: r.observe(j.Task)})
 		if err != nil {
 			r.cfg.Logf("rollout: %s/%d: golden reset: %v", j.Task, j.Seed, err)
 			continue
@@ -450,7 +453,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 	task := r.tasks[j.Task]
 	if start == nil {
 		seed := j.Seed
-		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed}}, Observe: r.observe(j.Task)})
+		rep, err := r.cfg.Client.Reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{Task: j.Task, Seed: &seed, Split: r.cfg.Split}}, Observe: r.observe(j.Task)})
 		if err != nil {
 			o = o.failed(ExitError, fmt.Errorf("reset: %w", err))
 			if c := aci.CodeOf(err); isInfra(c) {
@@ -478,6 +481,10 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 	obs := start.Obs
 	cache := map[string][]byte{}
 	r.keepFrames(cache, frames, obs)
+	if start.Info != nil && start.Info.Instruction != "" {
+		// The instance's instruction, not the family's template.
+		task.Instruction = start.Info.Instruction
+	}
 	agent, err := r.cfg.Policy.Start(ctx, task, j.Seed)
 	if err != nil {
 		return o.failed(ExitPolicyError, err)

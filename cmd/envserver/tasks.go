@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver"
 	"github.com/shinken-rl/shinken/envserver/stack"
+	"github.com/shinken-rl/shinken/internal/atomicfile"
 )
 
 // tasksMain is `envserver tasks check|count`: the task checker
@@ -37,10 +39,14 @@ func tasksMain(args []string) int {
 	tasks := fs.String("tasks", "", "task directory (default: the shipped suite)")
 	guestd := fs.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	jsonOut := fs.String("json", "", "also write the results here as JSON")
+	record := fs.Bool("record", false, "write the families that pass into the task directory's check record (needs --tasks)")
 	_ = fs.Parse(args[1:])
 
 	if args[0] == "count" {
 		return countMain(*tasks, *seeds)
+	}
+	if *record && *tasks == "" {
+		log.Fatalf("envserver tasks check: --record needs --tasks DIR (the record is written beside the task files)")
 	}
 	cfg, err := configs.LoadServer("")
 	if err != nil {
@@ -52,6 +58,7 @@ func tasksMain(args []string) int {
 	}
 	defer os.RemoveAll(state)
 	cfg.Pool, cfg.Provider, cfg.Tasks, cfg.State, cfg.Listen = *poolN, *provider, *tasks, state, "127.0.0.1:0"
+	cfg.AllowUnchecked = true // what is being checked is served
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	st, err := stack.Open(ctx, cfg, stack.Options{GuestdPath: *guestd, Logf: func(string, ...any) {}})
@@ -92,10 +99,42 @@ func tasksMain(args []string) int {
 			log.Printf("envserver tasks check: %v", err)
 		}
 	}
+	if *record {
+		if err := writeRecord(*tasks, checks); err != nil {
+			log.Printf("envserver tasks check: %v", err)
+			return 1
+		}
+	}
 	if failed > 0 || err != nil {
 		return 1
 	}
 	return 0
+}
+
+// writeRecord adds the families that passed to dir's check record (a
+// family checked with fewer seeds than recorded keeps the larger count
+// only when its definition is unchanged) and drops those that failed.
+func writeRecord(dir string, checks []*envserver.TaskCheck) error {
+	rec, err := configs.LoadChecks(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range checks {
+		if !c.OK() {
+			delete(rec, c.Family)
+			continue
+		}
+		seeds := c.Seeds
+		if old, ok := rec[c.Family]; ok && old.Def == c.Def {
+			seeds = max(seeds, old.Seeds)
+		}
+		rec[c.Family] = configs.Checked{Version: c.Version, Def: c.Def, Seeds: seeds}
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, configs.CheckFile), append(b, '\n'), 0o644)
 }
 
 // countMain prints each family's distinct instances among train seeds

@@ -2,7 +2,7 @@
 // against an env server and writes the run's trajectories, results,
 // summary and verl export.
 //
-//	rollout --url http://127.0.0.1:8700 --tasks all --policy scripted --out runs/smoke
+//	rollout --url http://127.0.0.1:8700 --tasks all --policy oracle --seeds 8 --out runs/smoke
 //	rollout --url ... --tasks xterm-hello-file --seeds 4 --replicas 8 --fork \
 //	    --policy openai --model-url http://127.0.0.1:8000/v1 --model qwen --dialect xml --token-ids --out runs/q1
 //	rollout --url ... --policy openai --model-url ... --model ui-tars-1.5 --dialect uitars --coords smart-resize --out runs/u1
@@ -51,10 +51,11 @@ func run() error {
 		url         = flag.String("url", "http://127.0.0.1:8700", "env server base URL")
 		token       = flag.String("token", os.Getenv("SHINKEN_TOKEN"), "bearer token (default $SHINKEN_TOKEN)")
 		tasks       = flag.String("tasks", "all", `comma-separated task ids, or "all" for every task the server lists`)
-		seeds       = flag.Int("seeds", 1, "seeds per task (0..N-1)")
+		seeds       = flag.Int("seeds", 1, "seeds per task (0..N-1): distinct instances of each task family")
 		replicas    = flag.Int("replicas", 1, "replicas per (task, seed)")
 		fork        = flag.Bool("fork", false, "start each (task, seed)'s replicas by forking one golden env")
-		policy      = flag.String("policy", "scripted", "scripted | random | openai")
+		policy      = flag.String("policy", "oracle", "oracle (each instance's reference solution; scripted is its old name) | wrong (its first wrong solution) | random | openai")
+		split       = flag.String("split", "", "instances' split: train (default) or test")
 		taskDir     = flag.String("task-dir", "", "task files for the scripted policy's solutions (default: the shipped suite)")
 		modelURL    = flag.String("model-url", "", "OpenAI-compatible base URL for --policy openai (e.g. http://127.0.0.1:8000/v1)")
 		model       = flag.String("model", "", "model name for --policy openai")
@@ -96,12 +97,12 @@ func run() error {
 	}
 	var pol rollout.Policy
 	switch *policy {
-	case "scripted":
+	case "oracle", "scripted", "wrong":
 		ts, err := configs.LoadTasks(*taskDir)
 		if err != nil {
 			return err
 		}
-		pol = &rollout.Scripted{Tasks: ts}
+		pol = &rollout.Scripted{Tasks: ts, Split: *split, Wrong: *policy == "wrong"}
 	case "random":
 		pol = &rollout.Random{DoneProb: *doneProb}
 	case "openai":
@@ -120,7 +121,7 @@ func run() error {
 		pol = &rollout.OpenAI{URL: *modelURL, Model: *model, APIKey: *apiKey, Dialect: *dialectName, Coords: *coords,
 			TokenIDs: *tokenIDs, MaxTokens: *maxTokens, Temperature: *temperature, MaxImages: *maxImages, Observe: *observe}
 	default:
-		return fmt.Errorf("unknown --policy %q (want scripted, random or openai)", *policy)
+		return fmt.Errorf("unknown --policy %q (want oracle, wrong, random or openai)", *policy)
 	}
 	ids := strings.Split(*tasks, ",")
 	if *tasks == "all" {
@@ -138,7 +139,7 @@ func run() error {
 		logf = func(string, ...any) {}
 	}
 	sum, err := rollout.Run(ctx, rollout.Config{
-		Client: client, Policy: pol, Tasks: ids, Seeds: *seeds, Replicas: *replicas, Fork: *fork,
+		Client: client, Policy: pol, Tasks: ids, Seeds: *seeds, Split: *split, Replicas: *replicas, Fork: *fork,
 		Concurrency: *concurrency, MaxAttempts: *attempts, Out: *out, Resume: *resume, SaveFrames: *frames,
 		Observe: &api.Observe{Format: *format, MaxLongEdge: *maxEdge, A11y: rollout.ObserveTree(*observe)}, Logf: logf,
 	})

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,6 +52,21 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	tasks, err := configs.LoadTasks(cfg.Tasks)
 	if err != nil {
 		return nil, err
+	}
+	rec, err := configs.LoadChecks(cfg.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	tasks, refused := configs.Admit(tasks, rec, cfg.AllowUnchecked)
+	for _, id := range slices.Sorted(maps.Keys(refused)) {
+		if cfg.AllowUnchecked {
+			logf("envserver: task %s is served unchecked: %s", id, refused[id])
+		} else {
+			logf("envserver: task %s refused: %s", id, refused[id])
+		}
+	}
+	if len(tasks) == 0 {
+		return nil, fmt.Errorf("no task passes its checks (--allow-unchecked serves them anyway)")
 	}
 	w, h, d, err := configs.ParseScreen(cfg.Screen)
 	if err != nil {
