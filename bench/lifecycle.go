@@ -21,6 +21,9 @@ type Lifecycle struct {
 	ResetCold   Timed       `json:"reset_cold"`
 	ResetWarm   Timed       `json:"reset_warm"`
 	WarmSpeedup float64     `json:"warm_speedup_p50"` // cold p50 / warm p50
+	// Seeded is a warm reset that draws a new instance of a task family
+	// each time, beside the fixed task's warm reset in the same loop.
+	Seeded []SeededPoint `json:"seeded,omitempty"`
 	Forks       []ForkPoint `json:"forks"`
 	Memory      Memory      `json:"memory"`
 }
@@ -30,6 +33,22 @@ type Timed struct {
 	Method string `json:"method"`
 	Dist   Dist   `json:"latency"`
 }
+
+// SeededPoint compares, for one task family, a warm reset to a new seed
+// each time with the fixed task's warm reset, alternated in one loop.
+type SeededPoint struct {
+	Task       string  `json:"task"`
+	Method     string  `json:"method"`
+	Fixed      Dist    `json:"fixed"`  // the fixed task's warm reset
+	Seeded     Dist    `json:"seeded"` // the family's, a new seed each
+	InstanceMS Dist    `json:"instance_ms"`
+	Ratio      float64 `json:"ratio_p50"` // seeded p50 / fixed p50
+	RatioP95   float64 `json:"ratio_p95"`
+}
+
+// seededTasks are the families the lifecycle measures seeded resets of:
+// one that only puts files, one that opens its document in an app.
+var seededTasks = []string{"xterm-count-lines", "mousepad-fix-config"}
 
 // ForkPoint is the latency of POST /v1/fork for one n.
 type ForkPoint struct {
@@ -112,6 +131,16 @@ func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 	}
 	out.ResetWarm = Timed{Dist: Summarize(warm), Method: "POST /v1/reset {env_id, task} restarting a live env on the same task, each after the pool reported a warm replica of the task's checkpoint (lease, no setup)"}
 	out.WarmSpeedup = ratio(out.ResetCold.Dist.P50, out.ResetWarm.Dist.P50)
+	for _, id := range seededTasks {
+		if b.tasks[id] == nil || !b.tasks[id].Parameterized() {
+			continue
+		}
+		sp, err := b.seeded(ctx, srv, env, id)
+		if err != nil {
+			return nil, fmt.Errorf("seeded resets of %s: %w", id, err)
+		}
+		out.Seeded = append(out.Seeded, *sp)
+	}
 
 	// Forks of the live env after one step, each after the pool refilled.
 	if _, err := c.Step(ctx, &api.StepRequest{Steps: []api.StepEnv{{EnvID: env,
@@ -164,6 +193,47 @@ func (b *runner) lifecycle(ctx context.Context) (*Lifecycle, error) {
 		Idle:   memPoint(idle), Leased: memPoint(leasedMem),
 	}
 	return out, nil
+}
+
+// seeded alternates, warmResets times, a warm reset of env (the fixed
+// task) with a warm reset of another env to a new seed of family id, each
+// once the pool holds a warm replica of that golden.
+func (b *runner) seeded(ctx context.Context, srv *server, env, id string) (*SeededPoint, error) {
+	c := srv.c
+	seed := int64(0)
+	rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{Task: id, Seed: &seed}}})
+	if err != nil {
+		return nil, err
+	}
+	senv := rr.Results[0].EnvID
+	defer c.Close(ctx, senv)
+	var fixed, seeded, inst []time.Duration
+	for i := 0; i < b.sz.warmResets; i++ {
+		seed := int64(i + 1)
+		for _, run := range []struct {
+			env, task string
+			seed      *int64
+			into      *[]time.Duration
+		}{{env, b.opts.Task, nil, &fixed}, {senv, id, &seed, &seeded}} {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			_ = srv.st.Pool.WaitReplicas(wctx, run.task, 1)
+			cancel()
+			t0 := time.Now()
+			rr, err := reset(ctx, c, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: run.env, Task: run.task, Seed: run.seed}}})
+			if err != nil {
+				return nil, err
+			}
+			*run.into = append(*run.into, time.Since(t0))
+			if run.seed != nil && rr.Results[0].Info != nil {
+				inst = append(inst, time.Duration(rr.Results[0].Info.Timings["instance_us"])*time.Microsecond)
+			}
+		}
+	}
+	p := &SeededPoint{Task: id, Fixed: Summarize(fixed), Seeded: Summarize(seeded), InstanceMS: Summarize(inst),
+		Method: fmt.Sprintf("POST /v1/reset {env_id, task, seed} of %s to seeds 1..%d, alternated with POST /v1/reset {env_id, task} of %s, each after the pool held a warm replica of that task's golden; instance_ms is the server's instance_us (the instance's own setup steps)", id, b.sz.warmResets, b.opts.Task)}
+	p.Ratio = ratio(p.Seeded.P50, p.Fixed.P50)
+	p.RatioP95 = ratio(p.Seeded.P95, p.Fixed.P95)
+	return p, nil
 }
 
 func envIDs(r *api.BatchReply) []string {

@@ -231,6 +231,10 @@ func Table(r *Report) string {
 		}
 		tw.Flush()
 		fmt.Fprintf(&sb, "warm reset is %.1fx faster than cold (p50)\n", lc.WarmSpeedup)
+		for _, sp := range lc.Seeded {
+			fmt.Fprintf(&sb, "seeded reset of %s: p50 %.0f ms, p95 %.0f ms (instance setup p50 %.0f ms) vs fixed %.0f / %.0f ms: %.2fx at p50, %.2fx at p95\n",
+				sp.Task, sp.Seeded.P50, sp.Seeded.P95, sp.InstanceMS.P50, sp.Fixed.P50, sp.Fixed.P95, sp.Ratio, sp.RatioP95)
+		}
 		fmt.Fprintf(&sb, "memory per sandbox: idle %.1f MiB PSS (%.1f RSS, %d measured), leased %.1f MiB PSS (%.1f RSS, %d measured)\n\n",
 			lc.Memory.Idle.PSSMiB, lc.Memory.Idle.RSSMiB, lc.Memory.Idle.Sandboxes, lc.Memory.Leased.PSSMiB, lc.Memory.Leased.RSSMiB, lc.Memory.Leased.Sandboxes)
 	}
@@ -348,6 +352,14 @@ func Markdown(r *Report, charts []ChartFile) string {
 				f.N, f.Dist.N, f.Dist.P50, f.Dist.P95, f.Dist.Max, f.PerReplica, errs)
 		}
 		fmt.Fprintf(&sb, "\nWarm reset is **%.1fx** faster than cold at p50.\n\n", lc.WarmSpeedup)
+		if len(lc.Seeded) > 0 {
+			sb.WriteString("Seeded resets (a new instance each), alternated with the fixed task's warm reset:\n\n| family | n | seeded p50 / p95 ms | instance setup p50 ms | fixed p50 / p95 ms | ratio p50 | ratio p95 |\n|---|---:|---:|---:|---:|---:|---:|\n")
+			for _, sp := range lc.Seeded {
+				fmt.Fprintf(&sb, "| %s | %d | %.0f / %.0f | %.0f | %.0f / %.0f | %.2fx | %.2fx |\n", sp.Task, sp.Seeded.N, sp.Seeded.P50, sp.Seeded.P95,
+					sp.InstanceMS.P50, sp.Fixed.P50, sp.Fixed.P95, sp.Ratio, sp.RatioP95)
+			}
+			sb.WriteString("\n")
+		}
 		fmt.Fprintf(&sb, "Memory per sandbox (%s):\n\n| state | sandboxes | PSS MiB | RSS MiB | processes |\n|---|---:|---:|---:|---:|\n", lc.Memory.Method)
 		fmt.Fprintf(&sb, "| idle (warm, not leased) | %d | %.1f | %.1f | %.1f |\n", lc.Memory.Idle.Sandboxes, lc.Memory.Idle.PSSMiB, lc.Memory.Idle.RSSMiB, lc.Memory.Idle.Procs)
 		fmt.Fprintf(&sb, "| leased (task apps running) | %d | %.1f | %.1f | %.1f |\n\n", lc.Memory.Leased.Sandboxes, lc.Memory.Leased.PSSMiB, lc.Memory.Leased.RSSMiB, lc.Memory.Leased.Procs)

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -113,6 +114,55 @@ func (s *Span) UnmarshalJSON(b []byte) error {
 type Table struct {
 	Header []string   `json:"header"`
 	Rows   [][]string `json:"rows"`
+}
+
+// Schema is p's kind and that kind's bounds (for /v1/spec), as plain
+// JSON values (maps, lists, numbers, text) that any codec writes alike.
+func (p *Param) Schema() (kind string, spec any) {
+	kind, spec = p.schema()
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return kind, nil
+	}
+	var plain any
+	_ = json.Unmarshal(b, &plain)
+	return kind, plain
+}
+
+func (p *Param) schema() (kind string, spec any) {
+	k := p.kinds()
+	if len(k) != 1 {
+		return "", nil
+	}
+	switch k[0] {
+	case "int":
+		return k[0], p.Int
+	case "number":
+		return k[0], p.Number
+	case "choice":
+		return k[0], p.Choice
+	case "word":
+		return k[0], p.Word
+	case "sample":
+		return k[0], p.Sample
+	case "ints":
+		return k[0], p.Ints
+	case "date":
+		return k[0], p.Date
+	case "text":
+		return k[0], p.Text
+	case "table":
+		cols := make([]map[string]any, len(p.Table.Columns))
+		for i := range p.Table.Columns {
+			c := &p.Table.Columns[i]
+			ck, cs := c.schema()
+			cols[i] = map[string]any{"name": c.Name, "kind": ck, "spec": cs, "unique": c.Unique}
+		}
+		return k[0], map[string]any{"rows": p.Table.Rows, "columns": cols}
+	case "value":
+		return k[0], p.Value
+	}
+	return k[0], nil
 }
 
 // maxDrawn bounds every count a parameter draws (rows, lines, samples):

@@ -526,7 +526,13 @@ func (s *Server) spec() *api.Spec {
 	}
 	for _, id := range s.cfg.Tasks.IDs() {
 		t := s.cfg.Tasks[id]
-		sp.Tasks = append(sp.Tasks, api.TaskInfo{ID: t.ID, Instruction: t.Instruction, MaxSteps: t.MaxSteps})
+		ti := api.TaskInfo{ID: t.ID, Instruction: t.Instruction, MaxSteps: t.MaxSteps, Version: t.FamilyVersion(), Apps: t.Apps,
+			Splits: map[string]int{configs.SplitTrain: 100 - t.TestShare(), configs.SplitTest: t.TestShare()}}
+		for _, p := range t.Params {
+			kind, spec := p.Schema()
+			ti.Params = append(ti.Params, api.ParamInfo{Name: p.Name, Kind: kind, Spec: spec})
+		}
+		sp.Tasks = append(sp.Tasks, ti)
 	}
 	return sp
 }

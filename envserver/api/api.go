@@ -208,11 +208,29 @@ type ErrorReply struct {
 	Error *aci.Error `msgpack:"error" json:"error"`
 }
 
-// TaskInfo is one task as /v1/spec lists it.
+// TaskInfo is one task family as /v1/spec lists it (docs/tasks.md).
+// Instruction is the family's template; a reset's info carries the
+// instance's own.
 type TaskInfo struct {
-	ID          string `msgpack:"id" json:"id"`
-	Instruction string `msgpack:"instruction" json:"instruction"`
-	MaxSteps    int    `msgpack:"max_steps" json:"max_steps"`
+	ID          string   `msgpack:"id" json:"id"`
+	Instruction string   `msgpack:"instruction" json:"instruction"`
+	MaxSteps    int      `msgpack:"max_steps" json:"max_steps"`
+	Version     int      `msgpack:"version,omitempty" json:"version,omitempty"`
+	Apps        []string `msgpack:"apps,omitempty" json:"apps,omitempty"`
+	// Params is the parameter schema: what each seed draws.
+	Params []ParamInfo `msgpack:"params,omitempty" json:"params,omitempty"`
+	// Splits is each split's share of the instances, in percent (a task
+	// without parameters has one instance, in train).
+	Splits map[string]int `msgpack:"splits,omitempty" json:"splits,omitempty"`
+}
+
+// ParamInfo is one parameter of a family: its name, its kind (int,
+// number, choice, word, sample, ints, person, date, text, table, value)
+// and the kind's bounds as the family file gives them.
+type ParamInfo struct {
+	Name string `msgpack:"name" json:"name"`
+	Kind string `msgpack:"kind" json:"kind"`
+	Spec any    `msgpack:"spec,omitempty" json:"spec,omitempty"`
 }
 
 // Size is a width and height in pixels.
