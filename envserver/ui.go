@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/ui"
 	"github.com/shinken-rl/shinken/guest/wire"
@@ -147,7 +148,23 @@ func (u *uiSource) Tasks() []ui.Task {
 	out := make([]ui.Task, 0, len(ts))
 	for _, id := range ts.IDs() {
 		t := ts[id]
-		out = append(out, ui.Task{ID: t.ID, Instruction: t.Instruction, Apps: append([]string{}, t.Apps...), MaxSteps: t.MaxSteps})
+		ut := ui.Task{ID: t.ID, Version: t.FamilyVersion(), Instruction: t.Instruction, Apps: append([]string{}, t.Apps...),
+			MaxSteps: t.MaxSteps, TestPercent: t.TestShare()}
+		for _, p := range t.Params {
+			kind, _ := p.Schema()
+			ut.Params = append(ut.Params, p.Name+" ("+kind+")")
+		}
+		if t.Parameterized() {
+			// A few instances, so the page shows what a seed changes.
+			for _, sm := range []ui.Instance{{Split: configs.SplitTrain, Seed: 0}, {Split: configs.SplitTrain, Seed: 1},
+				{Split: configs.SplitTrain, Seed: 2}, {Split: configs.SplitTest, Seed: 0}} {
+				if in, err := t.Instantiate(sm.Split, sm.Seed); err == nil {
+					sm.Instruction = in.Instruction
+					ut.Samples = append(ut.Samples, sm)
+				}
+			}
+		}
+		out = append(out, ut)
 	}
 	return out
 }

@@ -92,12 +92,24 @@ type Counters struct {
 	Episodes uint64 `json:"episodes"`
 }
 
-// Task is one shipped task.
+// Task is one task family: its instruction template and a few drawn
+// instances (docs/tasks.md).
 type Task struct {
 	ID          string   `json:"id"`
+	Version     int      `json:"version"`
 	Instruction string   `json:"instruction"`
 	Apps        []string `json:"apps"`
 	MaxSteps    int      `json:"max_steps"`
+	Params      []string `json:"params,omitempty"` // "name (kind)"
+	TestPercent int      `json:"test_percent"`
+	Samples     []Instance `json:"samples,omitempty"`
+}
+
+// Instance is one drawn instance of a family.
+type Instance struct {
+	Split       string `json:"split"`
+	Seed        int64  `json:"seed"`
+	Instruction string `json:"instruction"`
 }
 
 // Options tune a UI.

@@ -519,7 +519,7 @@ function tasksView() {
   const note = el("p", { class: "muted" });
   main.append(el("section", { id: "tasks-view" }, el("h2", { text: "Tasks" }), note,
     el("table", { id: "tasks-table" },
-      el("thead", {}, el("tr", {}, ...["task", "instruction", "apps", "max steps", "episodes", "running", "pass rate", "mean steps", "mean reward"].map((h) => el("th", { text: h })))),
+      el("thead", {}, el("tr", {}, ...["task", "instruction (template) and sample instances", "apps", "max steps", "episodes", "running", "pass rate", "mean steps", "mean reward"].map((h) => el("th", { text: h })))),
       tbody)));
   let etag = null;
   return poller(async () => {
@@ -529,7 +529,9 @@ function tasksView() {
     note.textContent = `Pass rate (reward > 0), mean steps and mean reward over each task's last ${r.body.recent} finished episodes.`;
     tbody.replaceChildren(...r.body.tasks.map((t) => el("tr", { "data-task": t.id },
       el("td", {}, el("a", { href: "#/episodes?task=" + encodeURIComponent(t.id), text: t.id })),
-      el("td", { class: "instr", text: t.instruction }),
+      el("td", { class: "instr" }, el("div", { text: t.instruction + (t.version > 1 ? ` (v${t.version})` : "") }),
+        ...(t.params && t.params.length ? [el("div", { class: "muted", text: `params: ${t.params.join(", ")}; test split ${t.test_percent}%` })] : []),
+        ...(t.samples || []).map((sm) => el("div", { class: "sample muted", text: `${sm.split} seed ${sm.seed}: ${sm.instruction}` }))),
       el("td", { text: (t.apps || []).join(", ") }),
       el("td", { text: t.max_steps }),
       el("td", { text: t.episodes }), el("td", { text: t.running || "" }),
