@@ -69,6 +69,8 @@ const (
 	FieldEpisodeID  = "episode_id"
 	FieldEnvID      = "env_id"
 	FieldSeed       = "seed"
+	FieldSplit      = "split"    // the task instance's split (train, test)
+	FieldInstance   = "instance" // the task instance's hash: equal hashes are one instance
 	FieldForkOf     = "fork_of"
 	FieldTokenDrift = "token_drift" // bool: some turn's prompt did not extend the context
 	FieldDriftTurn  = "drift_turn"  // the first such turn; the row stops before it
@@ -142,6 +144,10 @@ func VerlRow(t *Trajectory) (Row, error) {
 	}
 	if t.Seed != nil {
 		row.ExtraFields[FieldSeed] = *t.Seed
+	}
+	if t.Instance != nil {
+		row.ExtraFields[FieldSplit] = t.Instance.Split
+		row.ExtraFields[FieldInstance] = t.Instance.Hash
 	}
 	if t.ForkOf != "" {
 		row.ExtraFields[FieldForkOf] = t.ForkOf
