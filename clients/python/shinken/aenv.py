@@ -2,8 +2,9 @@
 the same coroutines on the private loop thread, so the episode logic —
 leasing, recovery, the step index, timeouts — lives here once.
 
-    env = shinken.AsyncEnv(client, task="xterm-hello-file")
-    obs, info = await env.reset()
+    env = shinken.AsyncEnv(client, task="xterm-count-lines")
+    obs, info = await env.reset(seed=3)           # train instance 3 of the family
+    info["instruction"], info["seed"], info["split"]   # the instance's own instruction
     obs, reward, terminated, truncated, info = await env.step("pyautogui.click(10, 20)")
 """
 
@@ -17,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import wire
 from .aio import AsyncClient, Slot
 from .multi import connect
-from .errors import (NotFound, SandboxDied, ShinkenError, StepTimeout, TransportError,
+from .errors import (BadRequest, NotFound, SandboxDied, ShinkenError, StepTimeout, TransportError,
                      error_from_wire)
 
 OBS_MODES = ("array", "bytes", "lazy")
@@ -27,8 +28,9 @@ OUTCOME_WAIT_S = 120.0
 
 
 def slot_info(s: Slot, instruction: Optional[str] = None) -> Dict[str, Any]:
-    """The Gymnasium info dict of one slot: the wire info plus ids, frame facts
-    and the task instruction."""
+    """The Gymnasium info dict of one slot: the wire info (on a reset or fork:
+    the instance's task, version, seed, split and instruction) plus ids,
+    frame facts and the episode's instruction."""
     info: Dict[str, Any] = dict(s.info)
     if isinstance(info.get("error"), dict):  # an action's error that did not fail the call
         info["error"] = error_from_wire(info["error"], env_id=s.env_id)
@@ -64,10 +66,34 @@ def slot_obs(s: Slot, obs_mode: str) -> Any:
 
 
 def instruction_of(spec: Dict[str, Any], task: Optional[str]) -> Optional[str]:
+    """The spec's instruction of a task: the family's TEMPLATE (e.g. "Count
+    the lines of ~/{{.file}}..."), not any instance's; None for a task the
+    spec does not list. Use it to know a task exists; the prompt is
+    ``instance_instruction``."""
     for t in spec.get("tasks") or ():
         if t.get("id") == task:
             return t.get("instruction")
     return None
+
+
+def instance_instruction(s: Slot, spec: Dict[str, Any], task: Optional[str]) -> Optional[str]:
+    """The instruction of the instance a reset or fork started: the reply's
+    ``info["instruction"]``; the spec's only from a server that does not
+    report one (before task families, when every task had one instance)."""
+    got = s.info.get("instruction")
+    if got:
+        return str(got)
+    return instruction_of(spec, task)
+
+
+def split_arg(split: Any) -> Optional[str]:
+    """A split as given (None: the server's default, train); the server
+    judges the value (train or test) and answers bad_request otherwise."""
+    if split is None or split == "":
+        return None
+    if not isinstance(split, str):
+        raise BadRequest(f"split: want a string (train or test), got {type(split).__name__}")
+    return split
 
 
 async def step_fate(client: AsyncClient, e: TransportError, episode_id: Optional[str], idx: int,
@@ -150,8 +176,15 @@ class AsyncEnv:
 
     ``client`` is an AsyncClient or a URL (default $SHINKEN_URL), or a list of
     URLs to spread over (shinken.multi); the env then owns its client and
-    closes it with itself. ``task`` is the task id
-    (overridable per reset with ``options={"task": ...}``). ``observe`` is
+    closes it with itself. ``task`` is the task family's id
+    (overridable per reset with ``options={"task": ...}``); ``split`` the
+    split its instances are drawn from, "train" (the server's default) or
+    "test" (overridable per reset with ``options={"split": ...}``, kept for
+    later resets like ``task``). ``reset(seed=k)`` is instance k of the
+    split; without a seed the server draws one. The reset's info names the
+    instance (``task``, ``version``, ``seed``, ``split``, ``instruction``);
+    ``env.instruction``, ``env.seed`` and ``env.version`` hold it for the
+    episode. ``observe`` is
     the observation request (a format string or a dict of observe fields;
     None = the server's default). ``obs_mode``: "array" a decoded read-only
     uint8 array (H, W, 3), "bytes" the encoded image as sent, "lazy" a Frame
@@ -163,7 +196,7 @@ class AsyncEnv:
     def __init__(self, client: Any = None, task: Optional[str] = None, token: Optional[str] = None,
                  observe: Any = None, *, obs_mode: str = "array", dialect: str = "auto",
                  coords: Any = None, timeout: float = 300.0, outcome_wait_s: float = OUTCOME_WAIT_S,
-                 own: Optional[bool] = None):
+                 own: Optional[bool] = None, split: Optional[str] = None):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode {obs_mode!r}: want one of {OBS_MODES}")
         if own is None:
@@ -171,13 +204,20 @@ class AsyncEnv:
         self.client: AsyncClient = client if isinstance(client, AsyncClient) else \
             connect(client, token, timeout=timeout)
         self.task = task
+        self.split = split_arg(split)
         self.observe = wire.observe_map(observe)
         self.obs_mode = obs_mode
         self.dialect = dialect
         self.coords = None if coords is None else wire.coords(coords)
         self.outcome_wait_s = outcome_wait_s
         self.episode_id: Optional[str] = None
+        # The current episode's instance (from the reset's or fork's info):
+        # its instruction (the prompt), seed, family version, and all of what
+        # the info names of it (task, version, seed, split).
         self.instruction: Optional[str] = None
+        self.seed: Optional[int] = None
+        self.version: Optional[int] = None
+        self.instance: Dict[str, Any] = {}
         self.steps = 0  # steps taken in the current episode (the next step's index)
         self.last: Optional[Slot] = None
         self._stale: Optional[ShinkenError] = None  # set when the env must be reset first
@@ -193,39 +233,54 @@ class AsyncEnv:
     async def reset_slot(self, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None) -> Slot:
         """Starts an episode: leases an env on the first call, restarts it
         after. A restart whose env is gone (server restarted, sandbox died,
-        idle-closed) leases a fresh one. Options are committed only when the
-        reset succeeds, so a bad ``task`` does not poison later resets."""
+        idle-closed) leases a fresh one. ``seed`` and ``options["split"]``
+        pick the instance. Options are committed only when the reset
+        succeeds, so a bad ``task`` or ``split`` does not poison later
+        resets."""
         self._lease.loop = asyncio.get_running_loop()
         options = dict(options or {})
         task = options.pop("task", self.task)
+        split = split_arg(options.pop("split")) if "split" in options else self.split
         observe = wire.observe_map(options.pop("observe")) if "observe" in options else self.observe
         coords = wire.coords(options.pop("coords")) if options.get("coords") is not None else self.coords
         options.pop("coords", None)
         if options:
-            raise ValueError(f"reset: unknown option(s) {sorted(options)} (want task, observe, coords)")
+            raise ValueError(f"reset: unknown option(s) {sorted(options)} (want task, split, observe, coords)")
         if not task:
             raise ValueError("reset: no task (pass task= or options={'task': ...})")
         spec = await self.client.spec()
         if instruction_of(spec, task) is None and instruction_of(await self.client.spec(True), task) is None:
             raise NotFound(f"unknown task {task!r}", code="not_found")
         env_id = self.env_id
-        slot = (await self.client.reset([wire.reset_env(task, env_id, seed, coords_=coords)], observe))[0]
+        slot = (await self.client.reset([wire.reset_env(task, env_id, seed, coords_=coords, split=split)],
+                                        observe))[0]
         if isinstance(slot.error, (NotFound, SandboxDied) if env_id else SandboxDied):
             # The env is gone (the server restarted or the sandbox died), or a
             # new sandbox failed to boot: the episode runs on a fresh lease.
             # Nothing of the trainer's can run twice: a reset takes no action.
             self._lease.env_id = None
-            slot = (await self.client.reset([wire.reset_env(task, None, seed, coords_=coords)], observe))[0]
+            slot = (await self.client.reset([wire.reset_env(task, None, seed, coords_=coords, split=split)],
+                                            observe))[0]
         if slot.error is not None:
             raise slot.error
-        self.task, self.observe, self.coords = task, observe, coords
+        self.task, self.split, self.observe, self.coords = task, split, observe, coords
         self._lease.env_id = slot.env_id
         self.episode_id = slot.episode_id or None
-        self.instruction = instruction_of(spec, task)
+        self.adopt_instance(slot, spec)
         self.steps = int(slot.info.get("step") or 0)
         self._stale = None
         self.last = slot
         return slot
+
+    def adopt_instance(self, slot: Slot, spec: Optional[Dict[str, Any]] = None) -> None:
+        """Takes the instance a reset or fork reply names (its info) as this
+        env's episode: instruction, seed, version, split."""
+        self.instruction = instance_instruction(slot, spec or {}, self.task)
+        seed, version = slot.info.get("seed"), slot.info.get("version")
+        self.seed = int(seed) if seed is not None else None
+        self.version = int(version) if version is not None else None
+        self.instance = {k: slot.info[k] for k in ("task", "version", "seed", "split")
+                         if slot.info.get(k) is not None}
 
     async def step_slot(self, action: Any, *, dialect: Optional[str] = None, tokens: Any = None,
                         coords: Any = None, timeout: Optional[float] = None) -> Slot:
@@ -272,6 +327,9 @@ class AsyncEnv:
 
     async def reset(self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
                     ) -> Tuple[Any, Dict[str, Any]]:
+        """Starts an episode on instance ``seed`` of the split (see
+        reset_slot); ``info`` names the instance (``seed``, ``split``,
+        ``version``, ``instruction``)."""
         s = await self.reset_slot(seed, options)
         return await self._obs(s), slot_info(s, self.instruction)
 

@@ -1,7 +1,8 @@
 """shinken.agent: a framework-free async multi-turn episode loop.
 
 The loop drives one env (or a group forked from one state) with a token-level
-model: it builds each turn's prompt from the instruction and the screenshot,
+model: it builds each turn's prompt from the instruction of the task instance
+the reset drew (the reply's ``info["instruction"]``) and the screenshot,
 calls ``generate(prompt_ids, images)``, decodes the model's text, steps the env
 with that text, its dialect and its token ids, and appends the next
 observation as the next user turn. What it returns has exactly the fields of
@@ -168,13 +169,19 @@ class AgentOutput:
 
 
 def adopt(client: AsyncClient, slot: Slot, *, task: Optional[str], instruction: Optional[str],
-          observe: Any = None, dialect: str = "auto", coords: Any = None) -> AsyncEnv:
-    """An AsyncEnv holding an env a fork (or another call) already leased."""
-    env = AsyncEnv(client, task, observe=observe, dialect=dialect, coords=coords, obs_mode="lazy", own=False)
+          observe: Any = None, dialect: str = "auto", coords: Any = None, split: Optional[str] = None) -> AsyncEnv:
+    """An AsyncEnv holding an env a fork (or another call) already leased. Its
+    instance (instruction, seed, version) is the one the slot's info names
+    (a fork's is its parent's); ``instruction`` is the fallback for a reply
+    that names none."""
+    env = AsyncEnv(client, task, observe=observe, dialect=dialect, coords=coords, obs_mode="lazy", own=False,
+                   split=split)
     env._lease.env_id = slot.env_id
     env._lease.loop = asyncio.get_running_loop()
     env.episode_id = slot.episode_id or None
-    env.instruction = instruction
+    env.adopt_instance(slot)
+    if not slot.info.get("instruction"):
+        env.instruction = instruction
     env.steps = int(slot.info.get("step") or 0)
     env.last = slot
     return env
@@ -278,48 +285,70 @@ class AgentLoop:
     # -- entry points ---------------------------------------------------------------------
 
     async def run(self, env: Union[AsyncEnv, AsyncClient], task: Optional[str] = None, *,
-                  seed: Optional[int] = None, messages: Optional[Sequence[Dict[str, Any]]] = None
+                  seed: Optional[int] = None, messages: Optional[Sequence[Dict[str, Any]]] = None,
+                  split: Optional[str] = None, version: Optional[int] = None
                   ) -> Union[AgentOutput, List[AgentOutput]]:
         """Runs one episode: resets ``env`` (an AsyncEnv, or a client to lease
-        a fresh env from and close after) on ``task`` and loops until the
-        episode ends. ``messages`` are the opening messages (verl's
-        raw_prompt); the first screenshot joins the last user message."""
+        a fresh env from and close after) on instance ``seed`` of ``task``'s
+        ``split`` (None: the server draws one) and loops until the episode
+        ends. The user turn is the instance's instruction, from the reset.
+        ``messages`` are the opening messages (verl's raw_prompt); the first
+        screenshot joins the last user message, and when they hold no user
+        message the instance's instruction is added as one. ``version`` is
+        the family version the messages were written for (a dataset row's
+        ``extra_info["version"]``): a reset that draws another version
+        raises, since the messages describe an instance the server no
+        longer serves."""
         own = not isinstance(env, AsyncEnv)
         e = AsyncEnv(env, task, observe=self.observe, dialect=self.dialect, obs_mode="lazy", own=False) \
             if own else env
         t0 = time.perf_counter()
         ep = _Episode(messages=[dict(m) for m in messages or ()], images=[], env=e)
+        options: Dict[str, Any] = {}
+        if task:
+            options["task"] = task
+        if split:
+            options["split"] = split
         try:
             try:
-                slot = await e.reset_slot(seed, {"task": task} if task else None)
+                slot = await e.reset_slot(seed, options or None)
             except _INFRA_ERRORS as err:
                 return self._failed_start(ep, err, t0)
             finally:
                 ep.timings["reset_s"] = time.perf_counter() - t0
+            if version is not None and e.version is not None and int(version) != e.version:
+                raise ShinkenError(f"task {e.task} is at version {e.version} on the server, but the opening "
+                                   f"messages were written for version {version}: rebuild the dataset",
+                                   env_id=e.env_id)
             return await self._episode(e, slot, ep, t0)
         finally:
             if own:
                 await e.aclose()
 
     async def run_group(self, client: AsyncClient, task: str, n: int, *, seed: Optional[int] = None,
-                        messages: Optional[Sequence[Dict[str, Any]]] = None
+                        messages: Optional[Sequence[Dict[str, Any]]] = None, split: Optional[str] = None
                         ) -> List[Union[AgentOutput, List[AgentOutput]]]:
         """Runs n episodes from one start state (a GRPO group): one env is
-        reset, forked n ways (the forks stay on its server) and closed, and
-        the n children play concurrently. Where the server cannot fork, n
-        envs are reset with the same seed instead
-        (``extra_fields["group_start"]`` says which)."""
-        parent = AsyncEnv(client, task, observe=self.observe, dialect=self.dialect, obs_mode="lazy", own=False)
+        reset on instance ``seed`` of ``split``, forked n ways (the forks stay
+        on its server, on the same instance) and closed, and the n children
+        play concurrently. Where the server cannot fork, n envs are reset
+        with the parent's seed instead, so the group still shares one
+        instance (``extra_fields["group_start"]`` says which)."""
+        parent = AsyncEnv(client, task, observe=self.observe, dialect=self.dialect, obs_mode="lazy", own=False,
+                          split=split)
         t0 = time.perf_counter()
         try:
             await parent.reset_slot(seed)
+            if seed is None:
+                seed = parent.seed  # the drawn instance, for the reset fallback below
             slots = await parent.fork_slots(n)
         except _INFRA_ERRORS as err:
             ep = _Episode(messages=[], images=[], error=err)
             return [self._failed_start(ep, err, t0) for _ in range(n)]
         except Unsupported:
             await parent.aclose()
-            outs = await asyncio.gather(*(self.run(client, task, seed=seed, messages=messages) for _ in range(n)))
+            outs = await asyncio.gather(*(self.run(client, task, seed=seed, messages=messages, split=split)
+                                          for _ in range(n)))
             for o in outs:
                 for x in (o if isinstance(o, list) else [o]):
                     x.extra_fields["group_start"] = "reset"
@@ -332,7 +361,7 @@ class AgentLoop:
             if s.error is not None:
                 return self._failed_start(ep, s.error, t0)
             env = adopt(client, s, task=task, instruction=parent.instruction, observe=self.observe,
-                        dialect=self.dialect)
+                        dialect=self.dialect, split=split)
             ep.env = env
             try:
                 out = await self._episode(env, s, ep, time.perf_counter())
@@ -431,14 +460,14 @@ class AgentLoop:
         return self._outputs(env, ep)
 
     def _open(self, ep: _Episode, instruction: str, img: Any) -> None:
-        """The opening messages with the first screenshot in the last user turn."""
-        if not ep.messages:
-            if self.system_prompt:
-                ep.messages.append({"role": "system", "content": self.system_prompt})
-            ep.messages.append({"role": "user", "content": [{"type": "text", "text": instruction}]})
+        """The opening messages with the first screenshot in the last user
+        turn; without given messages (or without a user turn in them) the
+        user turn is the instance's instruction."""
+        if not ep.messages and self.system_prompt:
+            ep.messages.append({"role": "system", "content": self.system_prompt})
         last = next((m for m in reversed(ep.messages) if m.get("role") == "user"), None)
         if last is None:
-            last = {"role": "user", "content": []}
+            last = {"role": "user", "content": [{"type": "text", "text": instruction}] if instruction else []}
             ep.messages.append(last)
         content = last.get("content")
         if isinstance(content, str):
@@ -525,6 +554,9 @@ class AgentLoop:
             "episode_id": (env.episode_id if env else None) or "",
             "env_id": (env.env_id if env else None) or "",
             "task": (env.task if env else None) or "",
+            # The instance the episode ran (None when the reset failed).
+            "seed": env.seed if env else None,
+            "split": env.instance.get("split") if env else None,
             "env_steps": len(ep.turns),
             "agent_errors": ep.agent_errors,
             "timings": dict(ep.timings),

@@ -72,8 +72,12 @@ class Env(_EnvBase):
     """One environment on an envserver, exactly Gymnasium's API.
 
     ``url`` is the server's base URL (default $SHINKEN_URL; the token defaults
-    to $SHINKEN_TOKEN), or a shared Client. ``task`` is the task id
-    (overridable per reset with ``options={"task": ...}``). ``observe`` is
+    to $SHINKEN_TOKEN), or a shared Client. ``task`` is the task family's id
+    (overridable per reset with ``options={"task": ...}``). A family draws
+    its instances from a seed: ``reset(seed=k)`` is instance k of the env's
+    ``split`` ("train", the default, or "test"; overridable per reset with
+    ``options={"split": ...}``, kept for later resets like ``task``);
+    without a seed the server draws one. ``observe`` is
     the observation request (a format string or a dict of observe fields;
     None = the server's default).
 
@@ -90,8 +94,12 @@ class Env(_EnvBase):
     ``dialect`` and ``coords`` are the defaults for every step.
 
     The env is leased on the first reset() and returned by close() (or, if
-    it is garbage-collected unclosed, by its finalizer). The task's
-    instruction is ``env.instruction`` and ``info["instruction"]``.
+    it is garbage-collected unclosed, by its finalizer). The reset's
+    ``info`` names the instance: ``task``, ``version``, ``seed`` (the one
+    given or the one the server drew), ``split`` and ``instruction``, the
+    instance's own instruction (the prompt; the spec lists only the
+    family's template). ``env.instruction`` and ``env.seed`` hold it for
+    the episode, and every step's info carries the instruction too.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": None}
@@ -99,14 +107,19 @@ class Env(_EnvBase):
     def __init__(self, url: Any = None, task: Optional[str] = None, token: Optional[str] = None,
                  observe: Any = None, *, obs_mode: str = "array", dialect: str = "auto", coords: Any = None,
                  action: str = "any", render_mode: Optional[str] = None, timeout: float = 300.0,
-                 screen: Optional[Tuple[int, int]] = None):
+                 screen: Optional[Tuple[int, int]] = None, split: Optional[str] = None):
         if action not in ("any", "text"):
             raise ValueError(f"action {action!r}: want 'any' or 'text'")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r}: want None or 'rgb_array'")
         self.client, own = clients(url, token, timeout)
-        self._a = AsyncEnv(self.client.aio, task, observe=observe, obs_mode=obs_mode, dialect=dialect,
-                           coords=coords, own=own)
+        try:
+            self._a = AsyncEnv(self.client.aio, task, observe=observe, obs_mode=obs_mode, dialect=dialect,
+                               coords=coords, own=own, split=split)
+        except BaseException:
+            if own:
+                self.client.close()
+            raise
         self.render_mode = render_mode
         try:
             spec = self.client.spec()
@@ -142,8 +155,21 @@ class Env(_EnvBase):
 
     @property
     def instruction(self) -> Optional[str]:
-        """The current task's instruction (for the prompt); None before reset."""
+        """The current instance's instruction (the prompt: the reset's
+        ``info["instruction"]``); None before reset."""
         return self._a.instruction
+
+    @property
+    def seed(self) -> Optional[int]:
+        """The current instance's seed (given to reset or drawn by the
+        server); None before reset."""
+        return self._a.seed
+
+    @property
+    def split(self) -> Optional[str]:
+        """The split resets draw from (None: the server's default, train);
+        the current instance's is ``info["split"]``."""
+        return self._a.split
 
     @property
     def observe(self) -> Optional[Dict[str, Any]]:
@@ -164,8 +190,13 @@ class Env(_EnvBase):
         """Starts an episode: leases an env on the first call, restarts it
         after (leasing a fresh one when the old one is gone).
 
-        ``options`` may carry ``task`` (switch task), ``observe`` (the
-        observation space must stay the same shape) and ``coords``.
+        ``seed`` picks the task family's instance (instance ``seed`` of the
+        split; None: the server draws one) and also seeds ``np_random``.
+        ``options`` may carry ``task`` (switch task), ``split`` ("train" or
+        "test"; an unknown one raises BadRequest), ``observe`` (the
+        observation space must stay the same shape) and ``coords``. The
+        info names the instance: ``seed``, ``split``, ``version``,
+        ``instruction``.
         """
         super().reset(seed=seed)
         s = _loop.run(self._a.reset_slot(seed, options))

@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _loop, wire
-from .aenv import OBS_MODES, instruction_of, slot_info, step_fate
+from .aenv import OBS_MODES, instance_instruction, instruction_of, slot_info, split_arg, step_fate
 from .aio import AsyncClient, Slot
 from .client import Client
 from .env import clients
-from .errors import BatchError, NotFound, SandboxDied, ShinkenError, TransportError
+from .errors import BadRequest, BatchError, NotFound, SandboxDied, ShinkenError, TransportError
 from .frames import Frame
 from .spaces import ActionSpace, observation_space
 
@@ -125,8 +125,13 @@ class VectorEnv(_VecBase):
     """n envs stepped together or independently.
 
     ``task`` is one task id for all envs or a list of n; ``num_envs`` (or
-    ``n``) the count. ``observe``, ``obs_mode``, ``dialect`` and ``coords``
-    are as for Env. Observations in array mode are one uint8 array
+    ``n``) the count. ``split`` ("train", the server's default, or "test";
+    one for all envs or a list of n) is the split their instances are drawn
+    from, by reset and autoreset alike. ``observe``, ``obs_mode``,
+    ``dialect`` and ``coords`` are as for Env. Each env's reset info names
+    its instance (``seed``, ``split``, ``version``, ``instruction``: the
+    instance's own instruction, the prompt); ``instructions[i]`` holds env
+    i's for its episode. Observations in array mode are one uint8 array
     (num_envs, H, W, 3) in ``observation_space`` (a batched Box); in bytes
     or lazy mode a tuple of per-env bytes or Frames. Rewards, terminated and
     truncated are numpy arrays; infos are Gymnasium's dict of arrays with
@@ -153,7 +158,8 @@ class VectorEnv(_VecBase):
                  n: Optional[int] = None, *, num_envs: Optional[int] = None, token: Optional[str] = None,
                  observe: Any = None, obs_mode: str = "array", dialect: str = "auto", coords: Any = None,
                  autoreset: Any = "next_step", on_error: str = "raise", timeout: float = 300.0,
-                 screen: Optional[Tuple[int, int]] = None, copy: bool = False, render_mode: Optional[str] = None):
+                 screen: Optional[Tuple[int, int]] = None, copy: bool = False, render_mode: Optional[str] = None,
+                 split: Union[str, Sequence[Optional[str]], None] = None):
         if on_error not in ("raise", "info"):
             raise ValueError(f"on_error {on_error!r}: want 'raise' or 'info'")
         if obs_mode not in OBS_MODES:
@@ -162,16 +168,19 @@ class VectorEnv(_VecBase):
         tasks = [task] * (n or 1) if isinstance(task, str) or task is None else list(task)
         if n is not None and len(tasks) != n:
             raise ValueError(f"{len(tasks)} tasks for n={n} envs")
+        splits = _splits(split, len(tasks))
         client, own = clients(url, token, timeout)
         self._setup(client, own, tasks, wire.observe_map(observe), obs_mode, dialect,
                     None if coords is None else wire.coords(coords), _autoreset_mode(autoreset),
-                    on_error, screen, copy)
+                    on_error, screen, copy, splits)
         self.render_mode = render_mode
 
     def _setup(self, client: Client, own: bool, tasks: List[Optional[str]], observe: Any, obs_mode: str,
-               dialect: str, coords: Any, autoreset: Any, on_error: str, screen: Any, copy: bool) -> None:
+               dialect: str, coords: Any, autoreset: Any, on_error: str, screen: Any, copy: bool,
+               splits: Optional[List[Optional[str]]] = None) -> None:
         self.client, self._own = client, own
         self.tasks = tasks
+        self.splits: List[Optional[str]] = list(splits) if splits is not None else [None] * len(tasks)
         self.num_envs = len(tasks)
         self.observe, self.obs_mode, self.dialect, self.coords = observe, obs_mode, dialect, coords
         self.autoreset, self.on_error, self.copy = autoreset, on_error, copy
@@ -209,8 +218,10 @@ class VectorEnv(_VecBase):
         self._steps = [0] * self.num_envs  # each env's steps in its episode (its next step's index)
 
     @classmethod
-    def _from_slots(cls, client: Client, base: Any, slots: List[Slot], tasks: List[Optional[str]]):
-        """A VectorEnv over forked children; returns (vec, obs, infos)."""
+    def _from_slots(cls, client: Client, base: Any, slots: List[Slot], tasks: List[Optional[str]],
+                    splits: Optional[List[Optional[str]]] = None):
+        """A VectorEnv over forked children; returns (vec, obs, infos). Each
+        child's instruction is its fork reply's (the parent's instance)."""
         ok = [k for k, s in enumerate(slots) if s.error is None]
         failed = {k: s.error for k, s in enumerate(slots) if s.error is not None}
         if failed:
@@ -220,9 +231,11 @@ class VectorEnv(_VecBase):
         vec = cls.__new__(cls)
         vec._setup(client, False, tasks, base.observe, base.obs_mode, base.dialect,
                    getattr(base, "coords", None), getattr(base, "autoreset", AutoresetMode.NEXT_STEP),
-                   getattr(base, "on_error", "raise"), None, getattr(base, "copy", False))
+                   getattr(base, "on_error", "raise"), None, getattr(base, "copy", False), splits)
         vec.render_mode = None
         idx = list(range(len(slots)))
+        for i, s in enumerate(slots):
+            vec.instructions[i] = instance_instruction(s, vec.spec_info, tasks[i] or s.info.get("task"))
         obs, _, _, _, infos, _ = vec._collect(idx, slots, [False] * len(slots), full=True)
         return vec, obs, infos
 
@@ -234,13 +247,15 @@ class VectorEnv(_VecBase):
 
     async def _reset_envs(self, idx: Sequence[int], seeds: Sequence[Optional[int]]) -> List[Slot]:
         c = self.aio
-        envs = [wire.reset_env(self.tasks[i] or "", self.env_ids[i], seeds[k], coords_=self.coords)
+        envs = [wire.reset_env(self.tasks[i] or "", self.env_ids[i], seeds[k], coords_=self.coords,
+                               split=self.splits[i])
                 for k, i in enumerate(idx)]
         slots = await c.reset(envs, self.observe)
         gone = [k for k, (i, s) in enumerate(zip(idx, slots))
                 if isinstance(s.error, (NotFound, SandboxDied) if self.env_ids[i] else SandboxDied)]
         if gone:  # the server restarted, a sandbox died or failed to boot: fresh leases
-            again = await c.reset([wire.reset_env(self.tasks[idx[k]] or "", None, seeds[k], coords_=self.coords)
+            again = await c.reset([wire.reset_env(self.tasks[idx[k]] or "", None, seeds[k], coords_=self.coords,
+                                                  split=self.splits[idx[k]])
                                    for k in gone], self.observe)
             for k, s in zip(gone, again):
                 slots[k] = s
@@ -304,7 +319,8 @@ class VectorEnv(_VecBase):
                 add_info(infos, info, j, k)
                 continue
             if autoreset[j] or s.episode_id and s.episode_id != self.episode_ids[i]:
-                self.instructions[i] = instruction_of(self.spec_info, self.tasks[i] or s.info.get("task"))
+                # A new episode (a reset, an autoreset): its instance's instruction.
+                self.instructions[i] = instance_instruction(s, self.spec_info, self.tasks[i] or s.info.get("task"))
             self.env_ids[i] = s.env_id
             if s.episode_id:
                 self.episode_ids[i] = s.episode_id
@@ -347,10 +363,15 @@ class VectorEnv(_VecBase):
         """Resets the envs in one request per max_batch (leasing those not yet
         leased; a fresh lease for any whose env is gone).
 
-        ``seed`` is one int (env i gets seed + i) or a list of n.
-        ``options["reset_mask"]`` (bool array of n) resets only those envs;
-        the others keep their episode and their observation, and infos carry
-        only the reset envs. ``options`` may also carry ``task`` (one id or n).
+        ``seed`` picks each env's task instance: one int (env i gets
+        instance seed + i), a list of n (None: drawn by the server), or None
+        (every env's drawn by the server). ``options["reset_mask"]`` (bool
+        array of n) resets only those envs; the others keep their episode
+        and their observation, and infos carry only the reset envs.
+        ``options`` may also carry ``task`` (one id or n) and ``split``
+        ("train" or "test", one or n; kept for later resets and autoresets,
+        like ``task``). infos["seed"], infos["split"] and
+        infos["instruction"] name each env's instance.
         """
         self._check_idle()
         options = dict(options or {})
@@ -361,12 +382,15 @@ class VectorEnv(_VecBase):
             tasks = [t] * self.num_envs if isinstance(t, str) else list(t)
             if len(tasks) != self.num_envs:
                 raise ValueError(f"{len(tasks)} tasks for {self.num_envs} envs")
+        splits = _splits(options.pop("split"), self.num_envs) if "split" in options else self.splits
         if options:
-            raise ValueError(f"reset: unknown option(s) {sorted(options)} (want reset_mask, task)")
+            raise ValueError(f"reset: unknown option(s) {sorted(options)} (want reset_mask, task, split)")
         if seed is None or isinstance(seed, (int, np.integer)):
             seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
         else:
             seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
         if any(not t for t in tasks):
             raise ValueError("reset: no task (pass task= or options={'task': ...})")
         if any(instruction_of(self.spec_info, t) is None for t in tasks):
@@ -374,17 +398,25 @@ class VectorEnv(_VecBase):
             unknown = sorted({t for t in tasks if instruction_of(self.spec_info, t) is None})
             if unknown:  # checked before anything changes: a bad task poisons nothing
                 raise NotFound(f"unknown task(s) {unknown}", code="not_found")
-        self.tasks = tasks
+        prev_splits = self.splits
+        self.tasks, self.splits = tasks, splits
         idx = list(range(self.num_envs))
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self.num_envs,):
                 raise ValueError(f"reset_mask of shape {mask.shape}; want ({self.num_envs},)")
             idx = [i for i in idx if mask[i]]
-        slots = _loop.run(self._reset_envs(idx, [seeds[i] for i in idx]))
+        try:
+            slots = _loop.run(self._reset_envs(idx, [seeds[i] for i in idx]))
+        except BaseException:
+            self.splits = prev_splits
+            raise
         full = len(idx) == self.num_envs
-        for i in idx:
-            self.instructions[i] = instruction_of(self.spec_info, self.tasks[i])
+        for i, s in zip(idx, slots):
+            if s.error is None:
+                self.instructions[i] = instance_instruction(s, self.spec_info, self.tasks[i])
+            elif isinstance(s.error, BadRequest):  # e.g. a split the task lacks: autoreset keeps the old one
+                self.splits[i] = prev_splits[i]
         obs, _, _, _, sub, errors = self._collect(idx, slots, [False] * len(idx), full=full)
         if not full:  # infos for the reset envs only, at their own indices
             obs = self._buf.copy() if self._buf is not None and self.copy else (
@@ -484,7 +516,8 @@ class VectorEnv(_VecBase):
         if self.env_ids[i] is None:
             raise ShinkenError("fork before reset")
         slots = self.client.fork(self.env_ids[i], n, self.observe)
-        return VectorEnv._from_slots(self.client, self, slots, [self.tasks[i]] * len(slots))
+        return VectorEnv._from_slots(self.client, self, slots, [self.tasks[i]] * len(slots),
+                                     [self.splits[i]] * len(slots))
 
     def close(self, **kwargs: Any) -> None:
         """Returns every leased env in one request and closes the connections
@@ -525,6 +558,16 @@ class VectorEnv(_VecBase):
 
     def __repr__(self) -> str:
         return f"<shinken.VectorEnv n={self.num_envs} at {self.client.url}>"
+
+
+def _splits(split: Any, n: int) -> List[Optional[str]]:
+    """n envs' splits from one split (or None) or a list of n."""
+    if split is None or isinstance(split, str):
+        return [split_arg(split)] * n
+    out = [split_arg(s) for s in split]
+    if len(out) != n:
+        raise ValueError(f"{len(out)} splits for {n} envs")
+    return out
 
 
 def _row_info(infos: Dict[str, Any], j: int) -> Dict[str, Any]:

@@ -15,12 +15,18 @@ same ``run``, ``generate`` and ``AgentLoopOutput`` (its ``dataset_config`` is
 a plain DictConfig rather than a DictConfigWrap; this class passes it through
 untouched either way).
 
-The dataset converter (``task_rows``, ``write_dataset``, and
-``python -m shinken.verl dataset``) needs no verl: it writes rows in the
-format verl's RLHFDataset reads (``prompt`` messages, which the dataset hands
-to the loop as ``raw_prompt``; ``agent_name``; ``extra_info.task``), as
+The dataset converter (``task_rows``, ``resolve_instances``,
+``write_dataset``, and ``python -m shinken.verl dataset``) needs no verl: it
+writes rows in the format verl's RLHFDataset reads (``prompt`` messages,
+which the dataset hands to the loop as ``raw_prompt``; ``agent_name``;
+``extra_info`` naming the task instance: ``task``, ``seed``, ``split``), as
 parquet when pyarrow is importable and as JSON Lines (``.json``) otherwise.
-``ShinkenAgentLoop`` exists only where verl is importable.
+Tasks are families whose instances are drawn from a seed, so each seeded
+row's user turn is its own instance's instruction, read from a reset of
+that instance (the spec lists only the family's template); a row without a
+seed lets the server draw an instance per episode, and the loop makes the
+drawn instance's instruction its user turn. ``ShinkenAgentLoop`` exists
+only where verl is importable.
 
 Episodes that failed for an infrastructure reason (``extra_fields["drop"]``,
 see shinken.agent.DROP_EXITS) get ``reward_score`` 0.0 and, with
@@ -33,11 +39,13 @@ computing group advantages.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import math
 import os
 import sys
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .agent import AgentLoop, AgentOutput
 
@@ -56,31 +64,84 @@ except ImportError:  # verl is optional: the converter works without it
 # -- dataset -------------------------------------------------------------------------------
 
 
-def task_rows(tasks: Iterable[Dict[str, Any]], *, agent_name: str = AGENT_NAME, data_source: str = "shinken",
-              system_prompt: Optional[str] = None, seeds: Sequence[Optional[int]] = (None,)) -> List[Dict[str, Any]]:
-    """Rows of verl's RL dataset, one per task and seed.
+Instances = Mapping[Tuple[str, int], Mapping[str, Any]]
 
-    ``tasks`` are /v1/spec task entries ({id, instruction, max_steps}) or task
-    files' dicts. Each row: ``prompt`` (the opening messages: the system
-    prompt, then the instruction as the user turn the first screenshot joins),
-    ``agent_name`` (this loop's registered name), ``data_source``,
-    ``ability``, ``reward_model`` (the env scores: style "env"), and
-    ``extra_info`` {task, index, seed?, max_steps}.
+
+def task_rows(tasks: Iterable[Dict[str, Any]], *, agent_name: str = AGENT_NAME, data_source: str = "shinken",
+              system_prompt: Optional[str] = None, seeds: Sequence[Optional[int]] = (None,),
+              split: str = "train", instances: Optional[Instances] = None) -> List[Dict[str, Any]]:
+    """Rows of verl's RL dataset, one per task instance: each task with each
+    seed, in ``split`` ("train" or "test"), so ``seeds=[0, 1]`` names train
+    instances 0 and 1 of every task.
+
+    ``tasks`` are /v1/spec task entries ({id, max_steps, ...}) or task files'
+    dicts; their ``instruction`` is the family's template and is never the
+    prompt. ``instances`` maps (task id, seed) to what a reset of that
+    instance named (``resolve_instances``): its ``instruction`` and
+    ``version``. Each row: ``prompt`` (the opening messages: the system
+    prompt, then the instance's instruction as the user turn the first
+    screenshot joins; a row whose instance is not resolved here, a seedless
+    one above all, has no user turn and the loop adds the instruction of the
+    instance its reset draws), ``agent_name`` (this loop's registered name),
+    ``data_source``, ``ability``, ``reward_model`` (the env scores: style
+    "env"), and ``extra_info`` {task, index, max_steps, split, seed?,
+    version?} (version: the family version the prompt was written for).
     """
     rows: List[Dict[str, Any]] = []
     for t in tasks:
         for seed in seeds:
+            inst = (instances or {}).get((t["id"], int(seed))) if seed is not None else None
             msgs: List[Dict[str, Any]] = []
             if system_prompt:
                 msgs.append({"role": "system", "content": system_prompt})
-            msgs.append({"role": "user", "content": t.get("instruction") or ""})
-            extra: Dict[str, Any] = {"task": t["id"], "index": len(rows), "max_steps": int(t.get("max_steps") or 0)}
+            if inst and inst.get("instruction"):
+                msgs.append({"role": "user", "content": str(inst["instruction"])})
+            extra: Dict[str, Any] = {"task": t["id"], "index": len(rows), "max_steps": int(t.get("max_steps") or 0),
+                                     "split": split}
             if seed is not None:
                 extra["seed"] = int(seed)
+            if inst and inst.get("version") is not None:
+                extra["version"] = int(inst["version"])
             rows.append({"data_source": data_source, "agent_name": agent_name, "prompt": msgs,
                          "ability": "computer_use", "reward_model": {"style": "env", "ground_truth": ""},
                          "extra_info": extra})
     return rows
+
+
+#: The observation the converter's resets ask for: it reads only their info.
+_PEEK_OBSERVE = {"format": "jpeg", "max_long_edge": 64}
+
+
+async def resolve_instances(client: Any, pairs: Iterable[Tuple[str, int]], *, split: Optional[str] = None,
+                            concurrency: int = 4) -> Dict[Tuple[str, int], Dict[str, Any]]:
+    """What each (task, seed) instance of ``split`` is: an env is reset on it
+    and its info read (``instruction``, ``version``, ``seed``, ``split``,
+    ``task``), on ``concurrency`` envs that reset in place one instance
+    after another and are closed at the end. ``client`` is an AsyncClient.
+    A reset the server refuses (an unknown split, a family without a test
+    split) raises its typed error (BadRequest)."""
+    from .aenv import AsyncEnv
+    todo = list(dict.fromkeys((str(t), int(s)) for t, s in pairs))
+    out: Dict[Tuple[str, int], Dict[str, Any]] = {}
+    queue = iter(todo)
+
+    async def worker() -> None:
+        env = AsyncEnv(client, observe=_PEEK_OBSERVE, obs_mode="bytes", own=False, split=split)
+        try:
+            for task, seed in queue:  # one shared iterator: each instance is reset once
+                await env.reset_slot(seed, {"task": task})
+                out[(task, seed)] = {**env.instance, "instruction": env.instruction}
+        finally:
+            await env.aclose()
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, min(concurrency, len(todo))))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:  # a failed reset stops the others too
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    return out
 
 
 def write_dataset(rows: Sequence[Dict[str, Any]], path: str) -> str:
@@ -240,7 +301,8 @@ if HAVE_VERL:
                              max_response_len=self.response_length, **self.options)
             client = _Clients.get(self.servers, self.token, self.timeout)
             messages = [dict(m) for m in (kwargs.get("raw_prompt") or ())]
-            out = await loop.run(client, task, seed=extra.get("seed"), messages=messages)
+            out = await loop.run(client, task, seed=_opt_int(extra.get("seed")), messages=messages,
+                                 split=extra.get("split") or None, version=_opt_int(extra.get("version")))
             if isinstance(out, list):
                 return [AgentLoopOutput(**verl_fields(o, self.response_length, self.mask_dropped)) for o in out]
             return AgentLoopOutput(**verl_fields(out, self.response_length, self.mask_dropped))
@@ -259,36 +321,84 @@ else:
         raise AttributeError(name)
 
 
+def _opt_int(v: Any) -> Optional[int]:
+    """An optional integer field of a dataset row (a table may hold a
+    missing one as None or NaN, and a present one as a float)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return int(v)
+
+
 # -- command line ------------------------------------------------------------------------------
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shinken.verl", description="verl dataset from a server's tasks")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("dataset", help="write one row per task (and seed)")
+    d = sub.add_parser("dataset", help="write one row per task instance (task and seed)")
     d.add_argument("--url", default=None, help="envserver URL (default $SHINKEN_URL)")
     d.add_argument("--token", default=None)
     d.add_argument("--out", required=True, help="a .parquet (needs pyarrow) or .json (JSON Lines) path")
     d.add_argument("--tasks", default="", help="comma-separated task ids (default: all)")
-    d.add_argument("--seeds", default="", help="comma-separated seeds (default: none)")
+    d.add_argument("--seeds", default="",
+                   help="comma-separated seeds: one row per instance of each task, its prompt the instance's "
+                        "instruction (default: one seedless row per task; the server draws an instance "
+                        "per episode)")
+    d.add_argument("--split", default="train", choices=("train", "test"),
+                   help="the split the instances are drawn from (default train)")
+    d.add_argument("--concurrency", type=int, default=4, help="envs reading the instances' instructions")
+    d.add_argument("--no-instructions", action="store_true",
+                   help="write no user turn (no resets here): the loop adds each instance's instruction when "
+                        "it resets it (cheaper for many rows; the prompt column then holds only the system "
+                        "prompt)")
     d.add_argument("--system-prompt", default=None)
     d.add_argument("--agent-name", default=AGENT_NAME)
     a = ap.parse_args(argv)
     from .client import Client
+    from .errors import ShinkenError
+    try:
+        seeds: List[Optional[int]] = [int(s) for s in a.seeds.split(",") if s.strip()] or [None]
+    except ValueError:
+        print(f"--seeds {a.seeds!r}: want comma-separated integers", file=sys.stderr)
+        return 2
     with Client(a.url, a.token) as c:
         tasks = c.spec().get("tasks") or []
-    want = [t for t in a.tasks.split(",") if t]
-    if want:
-        known = {t["id"] for t in tasks}
-        missing = [t for t in want if t not in known]
-        if missing:
-            print(f"unknown task(s): {', '.join(missing)}", file=sys.stderr)
+        want = [t for t in a.tasks.split(",") if t]
+        if want:
+            known = {t["id"] for t in tasks}
+            missing = [t for t in want if t not in known]
+            if missing:
+                print(f"unknown task(s): {', '.join(missing)}", file=sys.stderr)
+                return 2
+            tasks = [t for t in tasks if t["id"] in want]
+        # A family whose split is empty (one instance, always train) has no
+        # rows in it: named, it is an error; otherwise it is left out.
+        empty = [t["id"] for t in tasks if (t.get("splits") or {}).get(a.split, 1) == 0]
+        if empty and want:
+            print(f"task(s) without a {a.split} split: {', '.join(empty)}", file=sys.stderr)
             return 2
-        tasks = [t for t in tasks if t["id"] in want]
-    seeds: List[Optional[int]] = [int(s) for s in a.seeds.split(",") if s] or [None]
-    rows = task_rows(tasks, agent_name=a.agent_name, system_prompt=a.system_prompt, seeds=seeds)
+        if empty:
+            print(f"left out (no {a.split} split): {', '.join(empty)}", file=sys.stderr)
+            tasks = [t for t in tasks if t["id"] not in empty]
+        pairs = [] if a.no_instructions else [(t["id"], s) for t in tasks for s in seeds if s is not None]
+        try:
+            instances = _loop_run(resolve_instances(c.aio, pairs, split=a.split, concurrency=a.concurrency)) \
+                if pairs else {}
+        except ShinkenError as e:
+            print(f"reading the instances: {e}", file=sys.stderr)
+            return 2
+    if not tasks:
+        print(f"no task has a {a.split} split", file=sys.stderr)
+        return 2
+    rows = task_rows(tasks, agent_name=a.agent_name, system_prompt=a.system_prompt, seeds=seeds, split=a.split,
+                     instances=instances)
     print(f"{write_dataset(rows, a.out)}: {len(rows)} rows")
     return 0
+
+
+def _loop_run(coro: Any) -> Any:
+    from . import _loop
+    return _loop.run(coro)
 
 
 if __name__ == "__main__":

@@ -219,8 +219,12 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
 
 def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
               coords_: Any = None, max_steps: Optional[int] = None,
-              checkpoint: Optional[str] = None) -> Dict[str, Any]:
+              checkpoint: Optional[str] = None, split: Optional[str] = None) -> Dict[str, Any]:
     """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
+    ``seed`` and ``split`` ("train", the server's default, or "test") pick
+    the task family's instance (no seed: the server draws one in the split
+    and reports it in the reply's info); the server answers bad_request for
+    a split it does not know or a family without a test split;
     ``coords_`` is the env's default coordinate space for its steps;
     ``max_steps`` lowers the episode's step budget. With ``checkpoint`` the
     episode starts from that named checkpoint (``task`` may be "" or must
@@ -233,6 +237,8 @@ def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = Non
         e["checkpoint"] = _str("checkpoint", checkpoint)
     if seed is not None:
         e["seed"] = _int("seed", seed)
+    if split:
+        e["split"] = _str("split", split)
     if coords_ is not None:
         e["coords"] = coords(coords_)
     if max_steps:
