@@ -50,11 +50,12 @@ type verdict struct {
 // fail, or empty when the step budget ran out): neither is in the sandbox
 // before the agent is frozen.
 func (s *Server) verify(ctx context.Context, e *env, ended aci.Verb) verdict {
-	out := runVerifier(ctx, e.lease, &e.task.Verifier, append(e.task.ExpectEnv(), "SK_ENDED="+string(ended)))
+	env := append(e.task.ExpectEnv(), "SK_ENDED="+string(ended))
+	out := runVerifier(ctx, e.lease, &e.task.Verifier, env)
 	if out.err == nil || isDeath(out.err, e.lease) || codeOf(out.err) != aci.CodeScorerError {
 		return out
 	}
-	if err := s.verifierProven(ctx, e.task.Task); err != nil {
+	if err := s.verifierProven(ctx, e.task.Task, env); err != nil {
 		s.cfg.Logf("envserver: task %s: %v; the verdict stays scorer_error", e.task.ID, err)
 		return out
 	}
@@ -94,10 +95,11 @@ type proof struct {
 }
 
 // verifierProven reports (nil) whether task's verifier gives a valid
-// verdict on a clean replica of the task's golden. The first caller leases
+// verdict on a clean replica of the task's golden, with the environment
+// (expectations, ending) of the episode that asks first. The first caller leases
 // the replica and runs the verifier; later ones wait for its answer. An
 // answer that says nothing of the verifier (no sandbox came) is not kept.
-func (s *Server) verifierProven(ctx context.Context, task *configs.Task) error {
+func (s *Server) verifierProven(ctx context.Context, task *configs.Task, env []string) error {
 	s.proofMu.Lock()
 	p := s.proofs[task.ID]
 	first := p == nil
@@ -134,7 +136,7 @@ func (s *Server) verifierProven(ctx context.Context, task *configs.Task) error {
 		return p.err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	v := runVerifier(lctx, l, &task.Verifier, nil)
+	v := runVerifier(lctx, l, &task.Verifier, env)
 	switch {
 	case v.err != nil && isDeath(v.err, l):
 		keep = false
