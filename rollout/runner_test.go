@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -78,6 +79,36 @@ func TestRunnerE2E(t *testing.T) {
 		}
 		if r := sum.Results[0]; r.Passed || r.Attempts != 1 || r.ExitReason != string(trajectory.TaskComplete) {
 			t.Errorf("wrong solution: %+v; want one unretried attempt, task_complete, not passed", r)
+		}
+	})
+
+	t.Run("OracleInstances", func(t *testing.T) {
+		// Each seed is another instance of the family; the oracle policy
+		// draws the same instance as the server and solves it, in either
+		// split, and the agent is prompted with the instance's instruction.
+		id := "xterm-count-lines"
+		for _, split := range []string{"", configs.SplitTest} {
+			var prompts []string
+			var mu sync.Mutex
+			pol := PolicyFunc(func(ctx context.Context, task api.TaskInfo, seed int64) (Agent, error) {
+				mu.Lock()
+				prompts = append(prompts, task.Instruction)
+				mu.Unlock()
+				return (&Scripted{Tasks: tasks, Split: split}).Start(ctx, task, seed)
+			})
+			sum, err := Run(runCtx(t), Config{Client: client, Policy: pol, Tasks: []string{id}, Seeds: 3, Split: split,
+				Concurrency: 2, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Jobs != 3 || sum.Passed != 3 {
+				t.Errorf("split %q: oracle passed %d of %d (%v); want all", split, sum.Passed, sum.Jobs, sum.ExitReasons)
+			}
+			for _, p := range prompts {
+				if strings.Contains(p, "{{") || !strings.HasPrefix(p, "Count the lines of ~/") {
+					t.Errorf("split %q: prompt %q is not an instance's instruction", split, p)
+				}
+			}
 		}
 	})
 
