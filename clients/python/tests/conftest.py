@@ -161,6 +161,8 @@ def tasks():
     out = {}
     for p in sorted((ROOT / "configs" / "tasks").glob("*.json")):
         t = json.loads(p.read_text())
+        if "id" not in t:  # not a task: the check record (checked.json)
+            continue
         out[t["id"]] = t
     return out
 

@@ -55,6 +55,7 @@ def test_episode_output_field_by_field(server, task_id):
     x = out.extra_fields
     assert x["exit_reason"] == Exit.TASK_COMPLETE and x["drop"] is False, x
     assert out.reward_score == 1.0
+    assert x["seed"] == 7 and x["split"] == "train"  # the instance the episode ran
     assert len(model.calls) == 3 and x["env_steps"] == 3
     assert out.num_turns == 1 + 3 + 2  # the prompt, 3 responses, 2 later observations
 

@@ -203,10 +203,16 @@ def test_without_verl_the_converter_still_works(tmp_path):
         pytest.skip("verl is importable here")
     with pytest.raises(ImportError, match="needs verl"):
         sv.ShinkenAgentLoop
-    rows = sv.task_rows([{"id": "t1", "instruction": "do it", "max_steps": 5}], seeds=[1, 2])
-    assert [r["extra_info"] for r in rows] == [{"task": "t1", "index": 0, "max_steps": 5, "seed": 1},
-                                               {"task": "t1", "index": 1, "max_steps": 5, "seed": 2}]
-    assert rows[0]["agent_name"] == "shinken_agent" and rows[0]["prompt"] == [{"role": "user", "content": "do it"}]
+    # The spec's instruction is the family's template: a row's user turn is
+    # its resolved instance's instruction, else the loop's to add.
+    rows = sv.task_rows([{"id": "t1", "instruction": "do {{.x}}", "max_steps": 5}], seeds=[1, 2], split="test",
+                        instances={("t1", 1): {"instruction": "do 1", "version": 3}})
+    assert [r["extra_info"] for r in rows] == [
+        {"task": "t1", "index": 0, "max_steps": 5, "split": "test", "seed": 1, "version": 3},
+        {"task": "t1", "index": 1, "max_steps": 5, "split": "test", "seed": 2}]
+    assert rows[0]["agent_name"] == "shinken_agent" and rows[0]["prompt"] == [{"role": "user", "content": "do 1"}]
+    assert rows[1]["prompt"] == []
+    assert sv.task_rows([{"id": "t1"}], system_prompt="S")[0]["prompt"] == [{"role": "system", "content": "S"}]
     with pytest.raises(ValueError, match="parquet or .json"):
         sv.write_dataset(rows, str(tmp_path / "x.csv"))
 
@@ -222,7 +228,85 @@ def test_dataset_command_writes_verl_rows(server, tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["extra_info"]["seed"] for r in rows] == [0, 1]
     assert all(r["extra_info"]["task"] == "xterm-hello-file" and r["agent_name"] == "shinken_agent" for r in rows)
+    assert all(r["extra_info"]["split"] == "train" for r in rows)
     assert rows[0]["prompt"][0] == {"role": "system", "content": "S"} and rows[0]["prompt"][1]["role"] == "user"
     bad = subprocess.run([sys.executable, "-m", "shinken.verl", "dataset", "--out", str(out), "--tasks", "nope"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown task" in bad.stderr
+
+
+def test_dataset_rows_name_instances_with_their_split(server, tmp_path):
+    """--seeds names instances of --split: each row's extra_info carries the
+    task, seed and split, and its user turn is that instance's instruction
+    (as a reset of it says), never the family's template."""
+    family = "xterm-count-lines"
+    spec = shinken.Client(server.url, server.token).spec()
+    tmpl = next((t["instruction"] for t in spec["tasks"] if t["id"] == family), None)
+    if tmpl is None:
+        pytest.skip(f"the server does not serve {family}")
+    env = dict(os.environ, SHINKEN_URL=server.url, SHINKEN_TOKEN=server.token or "",
+               PYTHONPATH=str(ROOT / "clients" / "python"))
+
+    def dataset(*args):
+        out = tmp_path / "rows.json"
+        r = subprocess.run([sys.executable, "-m", "shinken.verl", "dataset", "--out", str(out), *args],
+                           env=env, capture_output=True, text=True, timeout=120)
+        return r, ([json.loads(line) for line in out.read_text().splitlines()] if r.returncode == 0 else None)
+
+    r, rows = dataset("--tasks", family, "--seeds", "0,1", "--split", "test")
+    assert r.returncode == 0, r.stderr
+    assert [(x["extra_info"]["task"], x["extra_info"]["seed"], x["extra_info"]["split"]) for x in rows] == \
+        [(family, 0, "test"), (family, 1, "test")]
+    e = shinken.Env(server.url, family, server.token, observe={"format": "jpeg", "max_long_edge": 160},
+                    split="test")
+    try:
+        for x in rows:
+            _, info = e.reset(seed=x["extra_info"]["seed"])
+            assert x["prompt"] == [{"role": "user", "content": info["instruction"]}] and "{{" not in info["instruction"]
+            assert x["extra_info"]["version"] == info["version"]
+    finally:
+        e.close()
+    r, train = dataset("--tasks", family, "--seeds", "0,1")
+    assert r.returncode == 0, r.stderr
+    assert [x["extra_info"]["split"] for x in train] == ["train", "train"]
+    # Seedless, or --no-instructions: no user turn (the loop adds the drawn instance's).
+    r, lazy = dataset("--tasks", family, "--seeds", "0", "--no-instructions", "--system-prompt", "S")
+    assert r.returncode == 0, r.stderr
+    assert lazy[0]["prompt"] == [{"role": "system", "content": "S"}] and lazy[0]["extra_info"]["seed"] == 0
+    r, drawn = dataset("--tasks", family)
+    assert r.returncode == 0 and drawn[0]["prompt"] == [] and "seed" not in drawn[0]["extra_info"]
+    assert all(tmpl not in json.dumps(x) for x in rows + train + lazy + drawn)
+    # A family of one instance has no test split; an unknown split is refused.
+    r, _ = dataset("--tasks", "xterm-hello-file", "--seeds", "0", "--split", "test")
+    assert r.returncode == 2 and "test split" in r.stderr
+    r, _ = dataset("--tasks", family, "--seeds", "0", "--split", "validation")
+    assert r.returncode == 2
+
+
+def test_agent_loop_plays_the_rows_instance(verl_mod, server, monkeypatch):
+    """A test-split row as verl hands it over: the episode runs the row's
+    instance (its seed and split) with the row's instruction."""
+    from verl.experimental.agent_loop.agent_loop import TokenOutput
+    family = "xterm-count-lines"
+    c = shinken.Client(server.url, server.token)
+    task = next((t for t in c.spec()["tasks"] if t["id"] == family), None)
+    if task is None:
+        pytest.skip(f"the server does not serve {family}")
+    monkeypatch.setenv("SHINKEN_URL", server.url)
+    monkeypatch.setenv("SHINKEN_TOKEN", server.token or "")
+    instances = verl_mod._loop_run(verl_mod.resolve_instances(c.aio, [(family, 2)], split="test"))
+    row = verl_mod.task_rows([task], seeds=[2], split="test", instances=instances)[0]
+    processor = ToyProcessor()
+    model = ScriptedModel(["DONE"], processor.tokenizer)
+
+    async def go():
+        loop = build(verl_mod, "shinken_agent", FakeServerManager(model, TokenOutput), processor)
+        try:
+            return await loop.run({}, **dataset_kwargs(row))
+        finally:
+            await verl_mod.ShinkenAgentLoop.aclose_clients()
+
+    out = asyncio.run(go())
+    x = out.extra_fields
+    assert x["exit_reason"] == "task_complete" and x["seed"] == 2 and x["split"] == "test"
+    assert processor.tokenizer.decode(out.prompt_ids, True).count(instances[(family, 2)]["instruction"]) == 1
