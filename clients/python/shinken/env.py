@@ -229,11 +229,13 @@ class Env(_EnvBase):
         """Branches this env into n new envs carrying its current state.
 
         Returns (VectorEnv over the n children, their obs, their infos); the
-        children share this env's client and frame cache.
+        children share this env's client and frame cache, play this env's
+        instance (its instruction is in their infos) and autoreset from its
+        split.
         """
         from .vector import VectorEnv
         slots = _loop.run(self._a.fork_slots(n))
-        return VectorEnv._from_slots(self.client, self, slots, [self.task] * len(slots))
+        return VectorEnv._from_slots(self.client, self, slots, [self.task] * len(slots), [self.split] * len(slots))
 
     def render(self) -> Optional[np.ndarray]:
         """The last frame as an RGB array (render_mode "rgb_array")."""

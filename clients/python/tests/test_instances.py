@@ -119,7 +119,7 @@ def test_instance_unknown_split_raises_the_typed_error(server, family, task_id):
 
 
 def test_instance_fork_children_carry_it(server, family):
-    env = env_of(server)
+    env = env_of(server, split="test")
     try:
         _, info = env.reset(seed=1)
         if not env.client.spec().get("pool", {}).get("fork"):
@@ -127,7 +127,9 @@ def test_instance_fork_children_carry_it(server, family):
         children, _, infos = env.fork(2)
         try:
             assert infos["instruction"].tolist() == [info["instruction"]] * 2
+            assert infos["seed"].tolist() == [1, 1] and infos["split"].tolist() == ["test", "test"]
             assert children.instructions == [info["instruction"]] * 2
+            assert children.splits == ["test", "test"]  # their autoresets draw test instances too
         finally:
             children.close()
     finally:
