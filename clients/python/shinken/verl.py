@@ -258,7 +258,12 @@ if HAVE_VERL:
 
     @register(AGENT_NAME)
     class ShinkenAgentLoop(AgentLoopBase):
-        """One Shinken episode per verl sample (see the module doc).
+        """One Shinken episode per verl sample (see the module doc): the
+        row's instance (``extra_info`` task, seed, split; no seed: the
+        server draws one) is reset and played, its ``raw_prompt`` the
+        opening messages (without a user turn, the loop adds the instance's
+        instruction). A row written for another family ``version`` than the
+        server's raises: rebuild the dataset.
 
         Keyword arguments (from the agent loop yaml entry): ``servers`` (a
         URL list or comma-separated string; default $SHINKEN_URL), ``token``
