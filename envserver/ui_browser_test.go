@@ -264,6 +264,13 @@ func TestWebUI(t *testing.T) {
 	); err != nil {
 		t.Fatalf("tasks view: %v", err)
 	}
+	// A family shows what its seeds draw: sample instances beside the template.
+	samples, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(`#tasks-table tr[data-task="xterm-count-lines"] td.instr`)))
+	if err != nil ||
+		!strings.Contains(samples, "{{.file}}") || !strings.Contains(samples, "train seed 1: Count the lines of ~/") ||
+		!strings.Contains(samples, "test seed 0: Count the lines of ~/") {
+		t.Errorf("tasks view: family cell %q (%v); want the template and sample instances", samples, err)
+	}
 	shot(t, ctx, "ui-tasks.png")
 
 	// The GIF export of the replay is a real animated image.
