@@ -49,6 +49,12 @@ def test_instance_seed_picks_the_instruction(server, family):
         # Every step's info carries the episode's instruction.
         *_, info = env.step({"verb": "wait", "ms": 10})
         assert info["instruction"] == got[0]
+        # The finished episode's trajectory holds the instance, its drawn
+        # parameters included, for the trainer.
+        *_, info = env.step({"verb": "done"})
+        traj = shinken.episodes(server.url, info["episode_id"], token=server.token)
+        assert traj.seed == 0 and traj.instance["instruction"] == got[0] and traj.instance["split"] == "train"
+        assert traj.instance["params"] and len(traj.instance["hash"]) == 24
         # Without a seed the server draws one and says which; it names that instance again.
         _, drawn = env.reset()
         assert isinstance(drawn["seed"], int) and drawn["split"] == "train"
