@@ -41,10 +41,17 @@ func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]st
 	ok, refused := Tasks{}, map[string]string{}
 	for id, t := range ts {
 		var why string
-		if probs := t.staticProblems(); len(probs) > 0 {
-			why = "static check: " + probs[0]
-		} else if t.Parameterized() && !rec.Passed(t) {
+		switch {
+		case t.Parameterized() && rec.Passed(t):
+			// The checker ran the static check too, on this definition.
+		case t.Parameterized() && !allowUnchecked:
 			why = "no passing check of this definition in " + CheckFile + " (run envserver tasks check --record)"
+		default:
+			if probs := t.staticProblems(); len(probs) > 0 {
+				why = "static check: " + probs[0]
+			} else if t.Parameterized() {
+				why = "no passing check of this definition in " + CheckFile + " (run envserver tasks check --record)"
+			}
 		}
 		if why != "" {
 			refused[id] = why
@@ -86,6 +93,9 @@ func (t *Task) DefHash() string {
 // has an oracle within the step budget; the expectations depend on the seed
 // unless the family says they do not. It returns the problems found.
 func (t *Task) CheckStatic(n int) []string {
+	if !t.Parameterized() {
+		n = 1 // every seed is the one instance
+	}
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	distinct, expects := map[string]bool{}, map[string]bool{}

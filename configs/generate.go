@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
 	"image/png"
 	"strings"
 
@@ -91,7 +90,9 @@ func pdfEscape(s string) string {
 }
 
 // pngBase64 draws lines of text (7x13 bitmap font, scaled by scale) in fg
-// on a bg background, with a margin, as a PNG.
+// on a bg background, with a margin, as a two-color PNG. The font is a
+// bitmap, so a pixel is either ink or not: the text is drawn once as a mask
+// and scaled by copying pixels.
 func pngBase64(lines any, scale int, fg, bg string) (string, error) {
 	ls := docLines(lines)
 	if len(ls) > 200 || scale < 1 || scale > 8 {
@@ -111,21 +112,30 @@ func pngBase64(lines any, scale int, fg, bg string) (string, error) {
 		w = max(w, font.MeasureString(face, l).Ceil())
 	}
 	const margin = 8
-	small := image.NewRGBA(image.Rect(0, 0, w+2*margin, 13*len(ls)+2*margin))
-	draw.Draw(small, small.Bounds(), image.NewUniform(bgc), image.Point{}, draw.Src)
-	d := &font.Drawer{Dst: small, Src: image.NewUniform(fgc), Face: face}
+	mask := image.NewAlpha(image.Rect(0, 0, w+2*margin, 13*len(ls)+2*margin))
+	d := &font.Drawer{Dst: mask, Src: image.Opaque, Face: face}
 	for i, l := range ls {
 		d.Dot = fixed.P(margin, margin+13*i+11)
 		d.DrawString(l)
 	}
-	big := image.NewRGBA(image.Rect(0, 0, small.Bounds().Dx()*scale, small.Bounds().Dy()*scale))
-	for y := 0; y < big.Bounds().Dy(); y++ {
-		for x := 0; x < big.Bounds().Dx(); x++ {
-			big.Set(x, y, small.At(x/scale, y/scale))
+	mw, mh := mask.Rect.Dx(), mask.Rect.Dy()
+	big := image.NewPaletted(image.Rect(0, 0, mw*scale, mh*scale), color.Palette{bgc, fgc})
+	for y := 0; y < mh; y++ {
+		row := big.Pix[y*scale*big.Stride : y*scale*big.Stride+mw*scale]
+		for x := 0; x < mw; x++ {
+			if mask.Pix[y*mask.Stride+x] >= 0x80 {
+				for k := 0; k < scale; k++ {
+					row[x*scale+k] = 1
+				}
+			}
+		}
+		for k := 1; k < scale; k++ {
+			copy(big.Pix[(y*scale+k)*big.Stride:], row)
 		}
 	}
 	var b bytes.Buffer
-	if err := png.Encode(&b, big); err != nil {
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&b, big); err != nil {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString(b.Bytes()), nil

@@ -141,6 +141,15 @@ func checkStep(t *testing.T, env string, k int, r *api.BatchReply, res *api.Resu
 // per family must earn at most 10% of the maximum over them all.
 func TestTaskSuite(t *testing.T) {
 	s := server(t)
+	shipped, err := configs.LoadTasks("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range shipped.IDs() {
+		if s.Tasks[id] == nil {
+			t.Errorf("shipped task %s is refused by the server (its log says why: a stale check record?)", id)
+		}
+	}
 	ids, _ := a11yTasks(t, s) // tasks whose solutions act on element refs need the tree
 	parallel := 4
 	if raceEnabled {

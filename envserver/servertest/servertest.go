@@ -104,8 +104,11 @@ type Options struct {
 	Replicas int    // warm replicas per task checkpoint; default 1
 	Token    string // bearer token
 	Tasks    string // task dir; default the shipped suite
-	Edit     func(*configs.Server)
-	Logf     func(format string, args ...any) // also receives the server's logs (they are always kept in a ring that failing tests print)
+	// AllowUnchecked serves task families without a passing check record
+	// (the shipped suite has one; a test's own families may not).
+	AllowUnchecked bool
+	Edit           func(*configs.Server)
+	Logf           func(format string, args ...any) // also receives the server's logs (they are always kept in a ring that failing tests print)
 }
 
 // Server is a running test server.
@@ -173,9 +176,7 @@ func start(t testing.TB, opts Options, onClose func(func() error)) (*Server, err
 	}
 	cfg.Token = opts.Token
 	cfg.Tasks = opts.Tasks
-	// Tests exercise the server on whatever tasks they bring; the shipped
-	// suite's check record is a test of its own (configs).
-	cfg.AllowUnchecked = true
+	cfg.AllowUnchecked = opts.AllowUnchecked
 	if cfg.State, err = os.MkdirTemp("", "shinken-test-"); err != nil {
 		return nil, err
 	}
