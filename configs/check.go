@@ -46,11 +46,12 @@ func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]st
 			// The checker ran the static check too, on this definition.
 		case t.Parameterized() && !allowUnchecked:
 			why = "no passing check of this definition in " + CheckFile + " (run envserver tasks check --record)"
+		case t.Parameterized():
+			// Served unchecked: the checker runs the static check itself.
+			why = "no passing check of this definition in " + CheckFile
 		default:
 			if probs := t.staticProblems(); len(probs) > 0 {
 				why = "static check: " + probs[0]
-			} else if t.Parameterized() {
-				why = "no passing check of this definition in " + CheckFile + " (run envserver tasks check --record)"
 			}
 		}
 		if why != "" {
