@@ -208,7 +208,8 @@ func (b *runner) seeded(ctx context.Context, srv *server, env, id string) (*Seed
 	senv := rr.Results[0].EnvID
 	defer c.Close(ctx, senv)
 	var fixed, seeded, inst []time.Duration
-	for i := 0; i < b.sz.warmResets; i++ {
+	n := 3 * b.sz.warmResets // resets of a few ms: more pairs than the warm row
+	for i := 0; i < n; i++ {
 		seed := int64(i + 1)
 		for _, run := range []struct {
 			env, task string
@@ -230,7 +231,7 @@ func (b *runner) seeded(ctx context.Context, srv *server, env, id string) (*Seed
 		}
 	}
 	p := &SeededPoint{Task: id, Fixed: Summarize(fixed), Seeded: Summarize(seeded), InstanceMS: Summarize(inst),
-		Method: fmt.Sprintf("POST /v1/reset {env_id, task, seed} of %s to seeds 1..%d, alternated with POST /v1/reset {env_id, task} of %s, each after the pool held a warm replica of that task's golden; instance_ms is the server's instance_us (the instance's own setup steps)", id, b.sz.warmResets, b.opts.Task)}
+		Method: fmt.Sprintf("POST /v1/reset {env_id, task, seed} of %s to seeds 1..%d, alternated with POST /v1/reset {env_id, task} of %s, each after the pool held a warm replica of that task's golden; instance_ms is the server's instance_us (the instance's own setup steps)", id, n, b.opts.Task)}
 	p.Ratio = ratio(p.Seeded.P50, p.Fixed.P50)
 	p.RatioP95 = ratio(p.Seeded.P95, p.Fixed.P95)
 	return p, nil

@@ -122,6 +122,7 @@ func awaitWindows(ctx context.Context, l *pool.Lease, in *configs.Instance) erro
 // guestAPI is the part of the guest client that setup needs.
 type guestAPI interface {
 	Exec(ctx context.Context, args wire.ExecArgs) (*wire.ExecResult, error)
+	PutFile(ctx context.Context, args wire.PutFileArgs) error
 	ListWindows(ctx context.Context) (*wire.Windows, error)
 }
 
@@ -139,23 +140,15 @@ func execOK(ctx context.Context, g guestAPI, args wire.ExecArgs) error {
 	return nil
 }
 
-// putFile writes a file through exec so that "~/" resolves to the sandbox
-// user's home, whatever the provider mounts it as.
+// putFile writes a file as the agent ("~/" is its home): guestd takes the
+// agent's filesystem identity on one thread and writes it, with no process
+// started (wire.PutFileArgs.Agent).
 func putFile(ctx context.Context, g guestAPI, p *configs.PutFile) error {
-	mode := p.Mode
-	if mode == 0 {
-		mode = 0o644
-	}
-	script := `p="$SHINKEN_PATH"; case "$p" in "~/"*) p="$HOME/${p#\~/}";; esac; ` +
-		`mkdir -p "$(dirname "$p")" && cat > "$p" && chmod "$SHINKEN_MODE" "$p"`
 	data, err := p.Bytes()
 	if err != nil {
 		return fmt.Errorf("put_file %s: %w", p.Path, err)
 	}
-	return execOK(ctx, g, wire.ExecArgs{
-		Shell: script, Stdin: data, TimeoutMS: 10000,
-		Env: []string{"SHINKEN_PATH=" + p.Path, fmt.Sprintf("SHINKEN_MODE=%o", mode)},
-	})
+	return g.PutFile(ctx, wire.PutFileArgs{Path: p.Path, Data: data, Mode: p.Mode, Agent: true})
 }
 
 // waitWindow polls the window list until a window's name or class contains

@@ -506,6 +506,9 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 		if err := decodeArgs(m, &a); err != nil {
 			return nil, err
 		}
+		if a.Agent {
+			return struct{}{}, s.putAgentFile(a)
+		}
 		return struct{}{}, putFile(a)
 	case wire.MethodScore:
 		var a wire.ScoreArgs

@@ -417,10 +417,14 @@ type ExecChunk struct {
 }
 
 // PutFileArgs writes a file inside the sandbox (parents created).
+// With Agent set it is written with the agent's filesystem identity (its
+// file, made with its permissions, no process started) and Path may begin
+// with "~/", the agent's home: a task instance's files.
 type PutFileArgs struct {
-	Path string `msgpack:"path"`
-	Data []byte `msgpack:"data"`
-	Mode uint32 `msgpack:"mode,omitempty"` // default 0644
+	Path  string `msgpack:"path"`
+	Data  []byte `msgpack:"data"`
+	Mode  uint32 `msgpack:"mode,omitempty"` // default 0644
+	Agent bool   `msgpack:"agent,omitempty"`
 }
 
 // Health reports liveness of the desktop's parts.
