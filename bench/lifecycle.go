@@ -14,18 +14,18 @@ import (
 
 // Lifecycle holds reset, fork, boot and memory figures.
 type Lifecycle struct {
-	Method      string      `json:"method"`
-	Pool        int         `json:"pool"`
-	BootSeconds float64     `json:"boot_seconds"`
-	BootMethod  string      `json:"boot_method"`
-	ResetCold   Timed       `json:"reset_cold"`
-	ResetWarm   Timed       `json:"reset_warm"`
-	WarmSpeedup float64     `json:"warm_speedup_p50"` // cold p50 / warm p50
+	Method      string  `json:"method"`
+	Pool        int     `json:"pool"`
+	BootSeconds float64 `json:"boot_seconds"`
+	BootMethod  string  `json:"boot_method"`
+	ResetCold   Timed   `json:"reset_cold"`
+	ResetWarm   Timed   `json:"reset_warm"`
+	WarmSpeedup float64 `json:"warm_speedup_p50"` // cold p50 / warm p50
 	// Seeded is a warm reset that draws a new instance of a task family
 	// each time, beside the fixed task's warm reset in the same loop.
 	Seeded []SeededPoint `json:"seeded,omitempty"`
-	Forks       []ForkPoint `json:"forks"`
-	Memory      Memory      `json:"memory"`
+	Forks  []ForkPoint   `json:"forks"`
+	Memory Memory        `json:"memory"`
 }
 
 // Timed is a latency distribution and how it was taken.

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/shinken-rl/shinken/configs"

@@ -95,13 +95,13 @@ type Counters struct {
 // Task is one task family: its instruction template and a few drawn
 // instances (docs/tasks.md).
 type Task struct {
-	ID          string   `json:"id"`
-	Version     int      `json:"version"`
-	Instruction string   `json:"instruction"`
-	Apps        []string `json:"apps"`
-	MaxSteps    int      `json:"max_steps"`
-	Params      []string `json:"params,omitempty"` // "name (kind)"
-	TestPercent int      `json:"test_percent"`
+	ID          string     `json:"id"`
+	Version     int        `json:"version"`
+	Instruction string     `json:"instruction"`
+	Apps        []string   `json:"apps"`
+	MaxSteps    int        `json:"max_steps"`
+	Params      []string   `json:"params,omitempty"` // "name (kind)"
+	TestPercent int        `json:"test_percent"`
 	Samples     []Instance `json:"samples,omitempty"`
 }
 
