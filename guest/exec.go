@@ -219,20 +219,34 @@ const MaxPutFile = 32 << 20
 // putFile writes a.Data to a.Path crash-safe (temp file, fsync, rename),
 // creating parent directories.
 func putFile(a wire.PutFileArgs) error {
-	if !filepath.IsAbs(a.Path) {
-		return aci.Errorf(aci.CodeBadRequest, "put_file: path %q is not absolute", a.Path)
+	path, mode, err := putArgs(a, "", 0o7777)
+	if err != nil {
+		return err
 	}
-	if len(a.Data) > MaxPutFile {
-		return aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), MaxPutFile)
-	}
-	mode := os.FileMode(a.Mode & 0o7777)
-	if mode == 0 {
-		mode = 0o644
-	}
-	if err := writeFileAtomic(a.Path, a.Data, mode); err != nil {
+	if err := writeFileAtomic(path, a.Data, mode); err != nil {
 		return aci.Errorf(aci.CodeBadRequest, "put_file: %v", err)
 	}
 	return nil
+}
+
+// putArgs checks a put_file's path and size and resolves its mode (bits
+// kept by keep; default 0644). With home set, a leading "~/" is home.
+func putArgs(a wire.PutFileArgs, home string, keep os.FileMode) (string, os.FileMode, error) {
+	p := a.Path
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && home != "" {
+		p = filepath.Join(home, rest)
+	}
+	if !filepath.IsAbs(p) {
+		return "", 0, aci.Errorf(aci.CodeBadRequest, "put_file: path %q is not absolute", a.Path)
+	}
+	if len(a.Data) > MaxPutFile {
+		return "", 0, aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), MaxPutFile)
+	}
+	mode := os.FileMode(a.Mode) & keep
+	if mode == 0 {
+		mode = 0o644
+	}
+	return p, mode, nil
 }
 
 // putAgentFile writes a task instance's file as the agent would: on one
@@ -243,19 +257,9 @@ func putFile(a wire.PutFileArgs) error {
 // write itself. No process is started; it costs a few system calls, where
 // an exec of a shell as the agent costs a fork, an exec and a wait.
 func (s *Server) putAgentFile(a wire.PutFileArgs) error {
-	p := a.Path
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		p = filepath.Join(envHome(s.cfg.Env), rest)
-	}
-	if !filepath.IsAbs(p) {
-		return aci.Errorf(aci.CodeBadRequest, "put_file: path %q is not absolute nor under ~/", a.Path)
-	}
-	if len(a.Data) > MaxPutFile {
-		return aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), MaxPutFile)
-	}
-	mode := os.FileMode(a.Mode & 0o777)
-	if mode == 0 {
-		mode = 0o644
+	p, mode, err := putArgs(a, envHome(s.cfg.Env), 0o777)
+	if err != nil {
+		return err
 	}
 	id := s.cfg.Agent
 	if !id.distinct() {
