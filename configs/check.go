@@ -3,7 +3,6 @@ package configs
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/zeebo/xxh3"
 )
@@ -34,8 +33,9 @@ func (r CheckRecord) Passed(t *Task) bool {
 }
 
 // Admit splits tasks into those a server may serve and the reasons the
-// others are refused: a family must pass the static check and, when it
-// draws from the seed, hold a passing check record. allowUnchecked serves
+// others are refused: a family that draws from the seed must hold a
+// passing check record of its definition (the checker ran the static
+// check too). allowUnchecked serves
 // them all, reasons and all.
 func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]string) {
 	ok, refused := Tasks{}, map[string]string{}
@@ -49,11 +49,9 @@ func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]st
 		case t.Parameterized():
 			// Served unchecked: the checker runs the static check itself.
 			why = "no passing check of this definition in " + CheckFile
-		default:
-			if probs := t.staticProblems(); len(probs) > 0 {
-				why = "static check: " + probs[0]
-			}
 		}
+		// A task that draws nothing is its one instance, rendered when it
+		// loaded (Validate); it may come without an oracle.
 		if why != "" {
 			refused[id] = why
 			if !allowUnchecked {
@@ -63,20 +61,6 @@ func Admit(ts Tasks, rec CheckRecord, allowUnchecked bool) (Tasks, map[string]st
 		ok[id] = t
 	}
 	return ok, refused
-}
-
-// staticCache keeps each definition's static problems: servers started in
-// one process (tests, the checker) check a definition once.
-var staticCache sync.Map // DefHash → []string
-
-func (t *Task) staticProblems() []string {
-	h := t.DefHash()
-	if v, ok := staticCache.Load(h); ok {
-		return v.([]string)
-	}
-	p := t.CheckStatic(StaticSeeds)
-	staticCache.Store(h, p)
-	return p
 }
 
 // DefHash identifies a family's definition: the check record of a family

@@ -44,7 +44,7 @@ type Server struct {
 	MaxCheckpointBytes int64       `json:"max_checkpoint_bytes"` // bytes their snapshots hold in all
 	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
-	AllowUnchecked     bool        `json:"allow_unchecked"`      // serve families that fail the static check or lack a passing check record (docs/tasks.md, "The task checker")
+	AllowUnchecked     bool        `json:"allow_unchecked"`      // serve families that lack a passing check record (docs/tasks.md, "The task checker")
 	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
 	MaxConns           int         `json:"max_conns"`            // open connections
 	MaxConnsPerIP      int         `json:"max_conns_per_ip"`     // open connections from one address

@@ -47,3 +47,38 @@ func TestLoadTasksRejectsBadFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedFamiliesChecked: every shipped family that draws from its seed
+// holds a passing check of its current definition, at 20 seeds or more
+// (`envserver tasks check --tasks configs/tasks --seeds 20 --record`): a
+// family edited without being proven again would be refused by servers.
+func TestShippedFamiliesChecked(t *testing.T) {
+	ts, err := LoadTasks("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := LoadChecks("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ts.IDs() {
+		task := ts[id]
+		if !task.Parameterized() {
+			continue
+		}
+		c, ok := rec[id]
+		switch {
+		case !ok:
+			t.Errorf("%s: no check record", id)
+		case c.Def != task.DefHash():
+			t.Errorf("%s: the record is of another definition (%s, now %s): check it again", id, c.Def, task.DefHash())
+		case c.Seeds < 20:
+			t.Errorf("%s: checked at %d seeds; want at least 20", id, c.Seeds)
+		}
+	}
+	for id := range rec {
+		if ts[id] == nil {
+			t.Errorf("the record names %s, which is not shipped", id)
+		}
+	}
+}

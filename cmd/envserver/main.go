@@ -38,7 +38,7 @@ func main() {
 	token := flag.String("token", "", "bearer token clients must send (required beyond loopback; default $SHINKEN_TOKEN); --token-file keeps it off the command line")
 	tokenFile := flag.String("token-file", "", "file holding the bearer token (default $SHINKEN_TOKEN_FILE)")
 	tasks := flag.String("tasks", "", "task directory (default: the shipped suite)")
-	allowUnchecked := flag.Bool("allow-unchecked", false, "serve task families that fail the static check or lack a passing check record")
+	allowUnchecked := flag.Bool("allow-unchecked", false, "serve task families that lack a passing check record")
 	state := flag.String("state", "", "state directory: trajectories, frames, sandboxes")
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
