@@ -151,7 +151,9 @@ func TestTaskSuite(t *testing.T) {
 		}
 	}
 	ids, _ := a11yTasks(t, s) // tasks whose solutions act on element refs need the tree
-	parallel := 4
+	// Six at once: much of an episode is waiting (an app's window, a
+	// settle), not CPU.
+	parallel := 6
 	if raceEnabled {
 		parallel = 2
 	}
