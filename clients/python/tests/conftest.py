@@ -157,11 +157,13 @@ def _die_with_parent():
 
 @pytest.fixture(scope="session")
 def tasks():
-    """The task suite as files: id → task dict (with solution and wrong)."""
+    """The one-instance tasks of the suite as files: id → task dict (with
+    solution and wrong solutions). A family that draws from its seed has
+    templates for solutions; the Go task checker plays its instances'."""
     out = {}
     for p in sorted((ROOT / "configs" / "tasks").glob("*.json")):
         t = json.loads(p.read_text())
-        if "id" not in t:  # not a task: the check record (checked.json)
+        if "id" not in t or t.get("params"):  # the check record; a family of many instances
             continue
         out[t["id"]] = t
     return out

@@ -214,7 +214,7 @@ def test_wrong_solution_gets_reward_0(server, tasks):
     t = next((t for _, t in sorted(tasks.items()) if t.get("wrong")), None)
     if t is None:
         pytest.skip("no task has a wrong solution")
-    (_, reward, terminated, _, _), _ = _run_solution(server, t, t["wrong"])
+    (_, reward, terminated, _, _), _ = _run_solution(server, t, t["wrong"][0])
     assert (reward, terminated) == (0.0, True)
 
 
