@@ -1,0 +1,1113 @@
+package webapp
+
+// Keyboard paths (the oracle's recipes). Every change starts with ctrl+l,
+// typing the URL (with "http://"), and Enter; the page then has focus on
+// the field named. In a text field Enter submits its form; the body is a
+// textarea, where Enter is a newline and ctrl+Enter submits.
+//
+//	create page:  /new?title=T (also &body=B&tags=a,b to prefill): focus in
+//	              Title; Tab → Body (type it); Tab → Tags (type "a, b");
+//	              Enter. With everything prefilled: Enter.
+//	edit page:    /edit/SLUG: focus in Body (ctrl+a, type the new text);
+//	              ctrl+Enter saves. Tab from Body → Tags → Summary; Enter in
+//	              either saves. shift+Tab from Body → Title (ctrl+a, type,
+//	              Enter saves).
+//	rename page:  /rename/SLUG?title=NEW: focus in "New title" (prefilled
+//	              with NEW, else the current title: ctrl+a, type); Enter.
+//	add tag:      /tags/SLUG?add=TAG: focus in "Add tag" (prefilled); Enter.
+//	              (Several at once: "a, b".)
+//	remove tag:   /tags/SLUG/remove?tag=TAG: a confirmation page, focus on
+//	              its "Remove tag" button; Enter.
+//	delete page:  /delete/SLUG: a confirmation page, focus on its "Delete
+//	              page" button; Enter. (The post needs confirm=yes, which
+//	              the page's form carries.)
+//
+// Read-only pages: / (all pages, ?tag=T filters), /page/SLUG (?rev=N an
+// old revision), /history/SLUG, /recent, /search?q=Q (q "tag:T" lists a
+// tag's pages).
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The wiki ("Team Wiki") is a small knowledge base: pages written in a
+// light markup, tagged, searchable, with a revision history.
+//
+// Data (all fields optional unless said):
+//
+//	{
+//	  "site": "Team Wiki",              // the name in the header
+//	  "user": {"name": "Dana Reyes"},  // who the agent is: the author of its edits
+//	  "pages": [{
+//	    "slug": "onboarding",          // URL name: letters, digits, '-', '_' (1-100);
+//	                                   // made from the title when absent; unique
+//	    "title": "Onboarding",         // required unless slug is given; unique (any case)
+//	    "body": "# Week one\n- Get a laptop\nSee [[Expenses]] and **ask**.",
+//	    "tags": ["hr", "process"],     // lower-cased; spaces become '-'
+//	    "updated": "2026-02-20",       // YYYY-MM-DD; today (2026-03-02) when absent
+//	    "author": "Sam Lee"
+//	  }]
+//	}
+//
+// Markup: a blank line separates paragraphs; "# ", "## ", "### " start
+// headings; "- " or "* " starts a bullet; **bold**; [[Page title]] or
+// [[Page title|label]] links to a page by title or slug (a missing page's
+// link is red and leads to /new?title=).
+//
+// Limits: 500 pages, 20 tags a page (40 characters each), titles of 120
+// characters, bodies of MaxField bytes, 50 revisions kept a page (the
+// revision count goes on counting).
+//
+// State: {"pages": [{slug, title, body, tags, updated, author, revisions,
+// history: [{rev, seq, date, author, summary, title, body, tags}]}] (by
+// slug), "log": [...]}. Log actions and their fields: create_page {slug,
+// title, body, tags}, edit_page {slug, title, body, tags, summary},
+// rename_page {from, slug, from_title, title}, add_tag {slug, tag},
+// remove_tag {slug, tag}, delete_page {slug, title}. Tags in fields are
+// comma-separated.
+
+func init() { register("wiki", newWiki) }
+
+//go:embed pages/wiki/*.html
+var wikiFS embed.FS
+
+const (
+	wikiMaxPages = 500
+	wikiMaxRevs  = 50
+	wikiMaxTags  = 20
+	wikiMaxTag   = 40
+	wikiMaxTitle = 120
+)
+
+var wikiTmpl = wacTemplates(wikiFS, "pages/wiki", wacFuncs())
+
+type wikiRev struct {
+	Rev     int      `json:"rev"`
+	Seq     int      `json:"seq"` // the log entry that made it; 0 for the data's
+	Date    string   `json:"date"`
+	Author  string   `json:"author"`
+	Summary string   `json:"summary"`
+	Title   string   `json:"title"`
+	Body    string   `json:"body"`
+	Tags    []string `json:"tags"`
+}
+
+type wikiPage struct {
+	Slug      string    `json:"slug"`
+	Title     string    `json:"title"`
+	Body      string    `json:"body"`
+	Tags      []string  `json:"tags"`
+	Updated   string    `json:"updated"`
+	Author    string    `json:"author"`
+	Revisions int       `json:"revisions"`
+	History   []wikiRev `json:"history"`
+}
+
+type wikiState struct {
+	Pages []*wikiPage `json:"pages"`
+	Log   []Event     `json:"log"`
+}
+
+type wikiApp struct {
+	journal
+	site  wacSite
+	name  string
+	user  string
+	pages map[string]*wikiPage
+}
+
+func newWiki(data, saved []byte) (App, error) {
+	var d struct {
+		Site string `json:"site"`
+		User struct {
+			Name string `json:"name"`
+		} `json:"user"`
+		Pages []struct {
+			Slug    string   `json:"slug"`
+			Title   string   `json:"title"`
+			Body    string   `json:"body"`
+			Tags    []string `json:"tags"`
+			Updated string   `json:"updated"`
+			Author  string   `json:"author"`
+		} `json:"pages"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("wiki: data: %v", err)
+	}
+	a := &wikiApp{name: strings.TrimSpace(d.Site), user: strings.TrimSpace(d.User.Name), pages: map[string]*wikiPage{}}
+	if a.name == "" {
+		a.name = "Team Wiki"
+	}
+	if a.user == "" {
+		a.user = "You"
+	}
+	if !wacText(a.name, 60) || !wacText(a.user, 100) {
+		return nil, fmt.Errorf("wiki: site or user name is not one line of at most 60/100 characters")
+	}
+	if len(d.Pages) > wikiMaxPages {
+		return nil, fmt.Errorf("wiki: %d pages, over %d", len(d.Pages), wikiMaxPages)
+	}
+	for i, dp := range d.Pages {
+		p := &wikiPage{Slug: strings.TrimSpace(dp.Slug), Title: strings.TrimSpace(dp.Title), Body: wikiNormBody(dp.Body),
+			Updated: strings.TrimSpace(dp.Updated), Author: strings.TrimSpace(dp.Author)}
+		if p.Title == "" {
+			p.Title = p.Slug
+		}
+		if p.Slug == "" {
+			p.Slug = wikiSlugify(p.Title)
+		}
+		if p.Updated == "" {
+			p.Updated = wacToday
+		}
+		tags, err := wikiParseTags(dp.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("wiki: page %d (%q): %v", i, p.Slug, err)
+		}
+		p.Tags = tags
+		p.Revisions = 1
+		p.History = []wikiRev{{Rev: 1, Date: p.Updated, Author: p.Author, Summary: "Created page", Title: p.Title, Body: p.Body, Tags: p.Tags}}
+		if err := a.check(p); err != nil {
+			return nil, fmt.Errorf("wiki: page %d: %v", i, err)
+		}
+		a.pages[p.Slug] = p
+	}
+	if saved != nil {
+		var s wikiState
+		if err := json.Unmarshal(saved, &s); err != nil {
+			return nil, fmt.Errorf("wiki: saved state: %v", err)
+		}
+		if len(s.Pages) > wikiMaxPages || len(s.Log) > MaxLog {
+			return nil, fmt.Errorf("wiki: saved state: over the limits")
+		}
+		a.pages = map[string]*wikiPage{}
+		for i, p := range s.Pages {
+			if p == nil {
+				return nil, fmt.Errorf("wiki: saved state: page %d is null", i)
+			}
+			if p.Tags == nil {
+				p.Tags = []string{}
+			}
+			if len(p.History) > wikiMaxRevs || p.Revisions < len(p.History) {
+				return nil, fmt.Errorf("wiki: saved state: page %q: bad history", p.Slug)
+			}
+			for j := range p.History {
+				if p.History[j].Tags == nil {
+					p.History[j].Tags = []string{}
+				}
+			}
+			if err := a.check(p); err != nil {
+				return nil, fmt.Errorf("wiki: saved state: %v", err)
+			}
+			a.pages[p.Slug] = p
+		}
+		a.Log = s.Log
+	}
+	a.routes()
+	return a, nil
+}
+
+// check validates page p against the pages already in a.
+func (a *wikiApp) check(p *wikiPage) error {
+	if !wikiSlugOK(p.Slug) {
+		return fmt.Errorf("slug %q: want 1-100 letters, digits, '-' or '_'", p.Slug)
+	}
+	if p.Title == "" || !wacText(p.Title, wikiMaxTitle) {
+		return fmt.Errorf("page %q: title must be one line of 1-%d characters", p.Slug, wikiMaxTitle)
+	}
+	if !wacBody(p.Body) {
+		return fmt.Errorf("page %q: body has control characters or is not UTF-8", p.Slug)
+	}
+	if _, ok := wacDate(p.Updated); !ok {
+		return fmt.Errorf("page %q: updated %q is not YYYY-MM-DD", p.Slug, p.Updated)
+	}
+	if !wacText(p.Author, 100) {
+		return fmt.Errorf("page %q: author is not one line", p.Slug)
+	}
+	if _, dup := a.pages[p.Slug]; dup {
+		return fmt.Errorf("duplicate slug %q", p.Slug)
+	}
+	if o := a.byTitle(p.Title); o != nil {
+		return fmt.Errorf("page %q: title %q is also page %q's", p.Slug, p.Title, o.Slug)
+	}
+	return nil
+}
+
+func (a *wikiApp) State() ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := wikiState{Pages: a.sorted(), Log: a.Log}
+	if s.Log == nil {
+		s.Log = []Event{}
+	}
+	return json.Marshal(s)
+}
+
+func (a *wikiApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.site.mux.ServeHTTP(w, r) }
+
+func (a *wikiApp) routes() {
+	a.site = wacSite{mu: &a.mu, mux: http.NewServeMux(), fail: a.fail,
+		full: func() bool { return len(a.Log) >= MaxLog }}
+	s := &a.site
+	s.get("/{$}", a.home)
+	s.get("/page/{slug}", a.view)
+	s.get("/history/{slug}", a.history)
+	s.get("/recent", a.recent)
+	s.get("/search", a.search)
+	s.get("/new", a.newForm)
+	s.post("/new", a.create)
+	s.get("/edit/{slug}", a.editForm)
+	s.post("/edit/{slug}", a.edit)
+	s.get("/rename/{slug}", a.renameForm)
+	s.post("/rename/{slug}", a.rename)
+	s.get("/tags/{slug}", a.tagsForm)
+	s.post("/tags/{slug}", a.addTag)
+	s.get("/tags/{slug}/remove", a.removeTagForm)
+	s.post("/tags/{slug}/remove", a.removeTag)
+	s.get("/delete/{slug}", a.deleteForm)
+	s.post("/delete/{slug}", a.delete)
+	s.notFound()
+}
+
+// --- helpers ---
+
+func wikiSlugOK(s string) bool {
+	n := utf8.RuneCountInString(s)
+	if n == 0 || n > 100 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// wikiSlugify makes a slug from a title: lower case, runs of other
+// characters become one '-'.
+func wikiSlugify(title string) string {
+	var b strings.Builder
+	dash, n := false, 0
+	for _, c := range strings.ToLower(title) {
+		if n >= 80 {
+			break
+		}
+		if unicode.IsLetter(c) || unicode.IsDigit(c) {
+			b.WriteRune(c)
+			dash = false
+			n++
+		} else if b.Len() > 0 && !dash {
+			b.WriteByte('-')
+			dash = true
+			n++
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+func wikiNormBody(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.TrimLeft(s, "\n")
+	return strings.TrimRight(s, " \t\n")
+}
+
+// wikiNormTag normalizes one tag; "" when it is not a valid tag.
+func wikiNormTag(t string) string {
+	t = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t), "#")))
+	t = strings.Join(strings.Fields(t), "-")
+	if t == "" || utf8.RuneCountInString(t) > wikiMaxTag || !utf8.ValidString(t) {
+		return ""
+	}
+	for _, c := range t {
+		if !(unicode.IsLetter(c) || unicode.IsDigit(c) || c == '-' || c == '_' || c == '.') {
+			return ""
+		}
+	}
+	return t
+}
+
+// wikiParseTags normalizes, dedupes and sorts tags (each may itself be a
+// comma-separated list).
+func wikiParseTags(in []string) ([]string, error) {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, s := range in {
+		for _, t := range strings.Split(s, ",") {
+			if strings.TrimSpace(t) == "" {
+				continue
+			}
+			n := wikiNormTag(t)
+			if n == "" {
+				return nil, fmt.Errorf("“%s” is not a valid tag: use up to %d letters, digits, '-', '_' or '.'", wacClip(strings.TrimSpace(t), 50), wikiMaxTag)
+			}
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	if len(out) > wikiMaxTags {
+		return nil, fmt.Errorf("a page may have at most %d tags", wikiMaxTags)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func wikiTagsEqual(a, b []string) bool {
+	return strings.Join(a, ",") == strings.Join(b, ",")
+}
+
+// byTitle finds a page by title, any case.
+func (a *wikiApp) byTitle(title string) *wikiPage {
+	for _, p := range a.pages {
+		if strings.EqualFold(p.Title, title) {
+			return p
+		}
+	}
+	return nil
+}
+
+// resolve finds a link target: a slug, a title, or a title's slug.
+func (a *wikiApp) resolve(target string) *wikiPage {
+	target = strings.TrimSpace(target)
+	if p := a.pages[target]; p != nil {
+		return p
+	}
+	if p := a.byTitle(target); p != nil {
+		return p
+	}
+	return a.pages[wikiSlugify(target)]
+}
+
+func (a *wikiApp) sorted() []*wikiPage {
+	out := make([]*wikiPage, 0, len(a.pages))
+	for _, p := range a.pages {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
+	return out
+}
+
+// revise appends a revision of p's current content, made by log entry seq.
+func (a *wikiApp) revise(p *wikiPage, summary string) {
+	p.Revisions++
+	p.Updated = wacToday
+	p.Author = a.user
+	p.History = append(p.History, wikiRev{Rev: p.Revisions, Seq: len(a.Log), Date: wacToday, Author: a.user,
+		Summary: summary, Title: p.Title, Body: p.Body, Tags: append([]string{}, p.Tags...)})
+	if len(p.History) > wikiMaxRevs {
+		p.History = append([]wikiRev(nil), p.History[len(p.History)-wikiMaxRevs:]...)
+	}
+}
+
+func wikiPath(prefix, slug string) string { return prefix + url.PathEscape(slug) }
+
+// --- markup ---
+
+var wikiHeadings = []struct {
+	prefix, tag string
+}{{"### ", "h4"}, {"## ", "h3"}, {"# ", "h2"}}
+
+// markup renders a body as HTML; every piece of text is escaped.
+func (a *wikiApp) markup(body string) template.HTML {
+	var b strings.Builder
+	var para []string
+	inList := false
+	flush := func() {
+		if len(para) > 0 {
+			b.WriteString("<p>")
+			b.WriteString(a.inline(strings.Join(para, " ")))
+			b.WriteString("</p>\n")
+			para = nil
+		}
+	}
+	closeList := func() {
+		if inList {
+			b.WriteString("</ul>\n")
+			inList = false
+		}
+	}
+	for _, ln := range strings.Split(wikiNormBody(body), "\n") {
+		t := strings.TrimRight(ln, " \t")
+		trim := strings.TrimSpace(t)
+		if trim == "" {
+			flush()
+			closeList()
+			continue
+		}
+		heading := false
+		for _, h := range wikiHeadings {
+			if strings.HasPrefix(trim, h.prefix) {
+				flush()
+				closeList()
+				fmt.Fprintf(&b, "<%s>%s</%s>\n", h.tag, a.inline(strings.TrimSpace(trim[len(h.prefix):])), h.tag)
+				heading = true
+				break
+			}
+		}
+		if heading {
+			continue
+		}
+		if strings.HasPrefix(trim, "- ") || strings.HasPrefix(trim, "* ") {
+			flush()
+			if !inList {
+				b.WriteString("<ul>\n")
+				inList = true
+			}
+			b.WriteString("<li>")
+			b.WriteString(a.inline(strings.TrimSpace(trim[2:])))
+			b.WriteString("</li>\n")
+			continue
+		}
+		closeList()
+		para = append(para, trim)
+	}
+	flush()
+	closeList()
+	return template.HTML(b.String())
+}
+
+// inline renders links and bold in one line of text, escaping the rest.
+func (a *wikiApp) inline(s string) string {
+	var b strings.Builder
+	for s != "" {
+		i := strings.Index(s, "[[")
+		if i < 0 {
+			b.WriteString(wikiBold(s))
+			break
+		}
+		j := strings.Index(s[i+2:], "]]")
+		if j < 0 {
+			b.WriteString(wikiBold(s))
+			break
+		}
+		b.WriteString(wikiBold(s[:i]))
+		inner := s[i+2 : i+2+j]
+		s = s[i+2+j+2:]
+		target, label, ok := strings.Cut(inner, "|")
+		target = strings.TrimSpace(target)
+		if !ok || strings.TrimSpace(label) == "" {
+			label = target
+		}
+		label = strings.TrimSpace(label)
+		if target == "" {
+			b.WriteString(template.HTMLEscapeString("[[" + inner + "]]"))
+			continue
+		}
+		if p := a.resolve(target); p != nil {
+			fmt.Fprintf(&b, `<a class="wikilink" href="%s">%s</a>`, template.HTMLEscapeString(wikiPath("/page/", p.Slug)), template.HTMLEscapeString(label))
+		} else {
+			fmt.Fprintf(&b, `<a class="wikilink missing" href="/new?title=%s" title="Page does not exist yet">%s</a>`,
+				template.HTMLEscapeString(url.QueryEscape(target)), template.HTMLEscapeString(label))
+		}
+	}
+	return b.String()
+}
+
+// wikiBold renders **bold** pairs in s, escaping the rest.
+func wikiBold(s string) string {
+	parts := strings.Split(s, "**")
+	var b strings.Builder
+	for i, p := range parts {
+		switch {
+		case i%2 == 1 && i < len(parts)-1:
+			b.WriteString("<strong>")
+			b.WriteString(template.HTMLEscapeString(p))
+			b.WriteString("</strong>")
+		case i%2 == 1:
+			b.WriteString("**")
+			b.WriteString(template.HTMLEscapeString(p))
+		default:
+			b.WriteString(template.HTMLEscapeString(p))
+		}
+	}
+	return b.String()
+}
+
+// links lists the slugs of existing pages body links to.
+func (a *wikiApp) links(body string) map[string]bool {
+	out := map[string]bool{}
+	for s := body; ; {
+		i := strings.Index(s, "[[")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(s[i+2:], "]]")
+		if j < 0 {
+			break
+		}
+		target, _, _ := strings.Cut(s[i+2:i+2+j], "|")
+		s = s[i+2+j+2:]
+		if strings.TrimSpace(target) == "" {
+			continue
+		}
+		if p := a.resolve(target); p != nil {
+			out[p.Slug] = true
+		}
+	}
+	return out
+}
+
+// --- views ---
+
+type wikiView struct {
+	Title  string
+	Site   string
+	User   string
+	Q      string
+	Nav    string
+	Crumbs []wacCrumb
+	Flash  string
+	Tags   []wikiTagCount
+	P      any
+}
+
+type wikiTagCount struct {
+	Tag   string
+	Count int
+}
+
+type wikiRow struct {
+	Slug, Title, Updated, Author string
+	Tags                         []string
+	Pre, Hit, Post               string // a search snippet around the hit
+}
+
+var wikiFlashes = map[string]string{
+	"created":    "Page created.",
+	"saved":      "Your changes have been saved.",
+	"nochange":   "No changes to save.",
+	"renamed":    "Page renamed.",
+	"tagadded":   "Tag added.",
+	"tagremoved": "Tag removed.",
+	"deleted":    "Page deleted.",
+}
+
+func (a *wikiApp) view0(r *http.Request, title, nav string, crumbs []wacCrumb, p any) wikiView {
+	v := wikiView{Title: title, Site: a.name, User: a.user, Nav: nav, Crumbs: crumbs, P: p,
+		Flash: wikiFlashes[r.URL.Query().Get("flash")]}
+	counts := map[string]int{}
+	for _, pg := range a.pages {
+		for _, t := range pg.Tags {
+			counts[t]++
+		}
+	}
+	for t, n := range counts {
+		v.Tags = append(v.Tags, wikiTagCount{t, n})
+	}
+	sort.Slice(v.Tags, func(i, j int) bool { return v.Tags[i].Tag < v.Tags[j].Tag })
+	return v
+}
+
+func (a *wikiApp) show(r *http.Request, status int, page, title, nav string, crumbs []wacCrumb, p any) wacResp {
+	return wacPage(wikiTmpl[page], status, a.view0(r, title, nav, crumbs, p))
+}
+
+func (a *wikiApp) fail(status int, msg string) wacResp {
+	v := wikiView{Title: http.StatusText(status), Site: a.name, User: a.user,
+		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
+	return wacPage(wikiTmpl["error"], status, v)
+}
+
+func (a *wikiApp) page(r *http.Request) *wikiPage { return a.pages[r.PathValue("slug")] }
+
+var wikiHome = wacCrumb{"Home", "/"}
+
+func (a *wikiApp) crumbs(p *wikiPage, last string) []wacCrumb {
+	c := []wacCrumb{wikiHome, {p.Title, wikiPath("/page/", p.Slug)}}
+	if last != "" {
+		c = append(c, wacCrumb{last, ""})
+	}
+	return c
+}
+
+func (a *wikiApp) row(p *wikiPage) wikiRow {
+	return wikiRow{Slug: p.Slug, Title: p.Title, Updated: p.Updated, Author: p.Author, Tags: p.Tags}
+}
+
+func (a *wikiApp) home(r *http.Request) wacResp {
+	tag := wikiNormTag(r.URL.Query().Get("tag"))
+	var rows []wikiRow
+	for _, p := range a.pages {
+		if tag != "" && !wikiHas(p.Tags, tag) {
+			continue
+		}
+		rows = append(rows, a.row(p))
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if li, lj := strings.ToLower(rows[i].Title), strings.ToLower(rows[j].Title); li != lj {
+			return li < lj
+		}
+		return rows[i].Slug < rows[j].Slug
+	})
+	title := "All pages"
+	crumbs := []wacCrumb{wikiHome, {"All pages", ""}}
+	if tag != "" {
+		title = "Pages tagged “" + tag + "”"
+		crumbs = []wacCrumb{wikiHome, {"Tag: " + tag, ""}}
+	}
+	return a.show(r, http.StatusOK, "home", title, "home", crumbs, map[string]any{"Rows": rows, "Tag": tag, "Total": len(a.pages)})
+}
+
+func wikiHas(tags []string, t string) bool {
+	for _, x := range tags {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *wikiApp) view(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	shown := wikiRev{Rev: p.Revisions, Title: p.Title, Body: p.Body, Tags: p.Tags, Date: p.Updated, Author: p.Author}
+	old := false
+	if rs := r.URL.Query().Get("rev"); rs != "" {
+		n, err := strconv.Atoi(rs)
+		found := false
+		for _, h := range p.History {
+			if err == nil && h.Rev == n {
+				shown, found, old = h, true, n != p.Revisions
+			}
+		}
+		if !found {
+			return a.fail(http.StatusNotFound, "That revision does not exist (or is too old to be kept).")
+		}
+	}
+	var back []wikiRow
+	for _, o := range a.pages {
+		if o != p && a.links(o.Body)[p.Slug] {
+			back = append(back, a.row(o))
+		}
+	}
+	sort.Slice(back, func(i, j int) bool { return back[i].Slug < back[j].Slug })
+	return a.show(r, http.StatusOK, "page", shown.Title, "", []wacCrumb{wikiHome, {p.Title, ""}}, map[string]any{
+		"Slug": p.Slug, "Rev": shown, "Old": old, "Latest": p.Revisions, "HTML": a.markup(shown.Body), "Backlinks": back,
+	})
+}
+
+// missing is the 404 for an unknown page, offering to create it.
+func (a *wikiApp) missing(r *http.Request) wacResp {
+	slug := r.PathValue("slug")
+	v := a.view0(r, "Page not found", "", []wacCrumb{wikiHome, {"Not found", ""}}, map[string]any{
+		"Status": http.StatusNotFound, "Text": "Page not found",
+		"Msg": "There is no page here yet.", "Create": "/new?title=" + url.QueryEscape(wacClip(slug, 100)),
+	})
+	return wacPage(wikiTmpl["error"], http.StatusNotFound, v)
+}
+
+func (a *wikiApp) history(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	revs := make([]wikiRev, len(p.History))
+	for i, h := range p.History {
+		revs[len(revs)-1-i] = h
+	}
+	return a.show(r, http.StatusOK, "history", "History of "+p.Title, "", a.crumbs(p, "History"), map[string]any{
+		"Slug": p.Slug, "Title": p.Title, "Revs": revs, "Latest": p.Revisions, "Dropped": p.Revisions - len(p.History)})
+}
+
+func (a *wikiApp) recent(r *http.Request) wacResp {
+	type change struct {
+		wikiRev
+		Slug string
+	}
+	var all []change
+	for _, p := range a.pages {
+		for _, h := range p.History {
+			all = append(all, change{h, p.Slug})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		x, y := all[i], all[j]
+		if x.Date != y.Date {
+			return x.Date > y.Date
+		}
+		if x.Seq != y.Seq {
+			return x.Seq > y.Seq
+		}
+		if x.Slug != y.Slug {
+			return x.Slug < y.Slug
+		}
+		return x.Rev > y.Rev
+	})
+	if len(all) > 100 {
+		all = all[:100]
+	}
+	return a.show(r, http.StatusOK, "recent", "Recent changes", "recent", []wacCrumb{wikiHome, {"Recent changes", ""}}, map[string]any{"Changes": all})
+}
+
+func (a *wikiApp) search(r *http.Request) wacResp {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if !utf8.ValidString(q) {
+		q = strings.ToValidUTF8(q, "")
+	}
+	q = wacClip(q, 200)
+	var titleHits, bodyHits []wikiRow
+	if tag, ok := strings.CutPrefix(q, "tag:"); ok {
+		tag = wikiNormTag(tag)
+		for _, p := range a.pages {
+			if tag != "" && wikiHas(p.Tags, tag) {
+				titleHits = append(titleHits, a.row(p))
+			}
+		}
+	} else if q != "" {
+		lq := strings.ToLower(q)
+		for _, p := range a.pages {
+			row := a.row(p)
+			inTitle := strings.Contains(strings.ToLower(p.Title), lq)
+			if i := wikiIndexFold(p.Body, q); i >= 0 {
+				row.Pre, row.Hit, row.Post = wikiSnippet(p.Body, i, len(q))
+			} else if !inTitle {
+				continue
+			} else {
+				row.Pre = wacClip(strings.Join(strings.Fields(p.Body), " "), 160)
+			}
+			if inTitle {
+				titleHits = append(titleHits, row)
+			} else {
+				bodyHits = append(bodyHits, row)
+			}
+		}
+	}
+	byTitle := func(rs []wikiRow) {
+		sort.Slice(rs, func(i, j int) bool { return strings.ToLower(rs[i].Title) < strings.ToLower(rs[j].Title) })
+	}
+	byTitle(titleHits)
+	byTitle(bodyHits)
+	rows := append(titleHits, bodyHits...)
+	v := a.view0(r, "Search", "", []wacCrumb{wikiHome, {"Search", ""}}, map[string]any{"Q": q, "Rows": rows, "Exact": a.resolve(q)})
+	v.Q = q
+	return wacPage(wikiTmpl["search"], http.StatusOK, v)
+}
+
+// wikiIndexFold is the byte index of q in s, ignoring case; -1 if absent.
+func wikiIndexFold(s, q string) int {
+	if q == "" {
+		return -1
+	}
+	ls, lq := strings.ToLower(s), strings.ToLower(q)
+	if len(ls) != len(s) || len(lq) != len(q) {
+		return strings.Index(s, q) // case folding changed lengths: exact only
+	}
+	return strings.Index(ls, lq)
+}
+
+// wikiSnippet cuts the text around s[i:i+n], on rune boundaries.
+func wikiSnippet(s string, i, n int) (pre, hit, post string) {
+	start := i - 70
+	if start < 0 {
+		start = 0
+	}
+	for start > 0 && !utf8.RuneStart(s[start]) {
+		start--
+	}
+	end := i + n + 90
+	if end > len(s) {
+		end = len(s)
+	}
+	for end < len(s) && !utf8.RuneStart(s[end]) {
+		end++
+	}
+	pre, hit, post = s[start:i], s[i:i+n], s[i+n:end]
+	if start > 0 {
+		pre = "…" + pre
+	}
+	if end < len(s) {
+		post += "…"
+	}
+	return
+}
+
+// --- forms ---
+
+type wikiForm struct {
+	Mode, Action, Slug, Title, Body, Tags, Summary string
+	Errs                                           map[string]string
+	Focus                                          string
+}
+
+func (a *wikiApp) newForm(r *http.Request) wacResp {
+	q := r.URL.Query()
+	f := wikiForm{Mode: "new", Action: "/new", Title: wacClip(q.Get("title"), wikiMaxTitle),
+		Body: wacClip(q.Get("body"), MaxField), Tags: wacClip(q.Get("tags"), 1000), Focus: "title"}
+	return a.show(r, http.StatusOK, "edit", "New page", "new", []wacCrumb{wikiHome, {"New page", ""}}, f)
+}
+
+func (a *wikiApp) editForm(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	f := wikiForm{Mode: "edit", Action: wikiPath("/edit/", p.Slug), Slug: p.Slug, Title: p.Title, Body: p.Body,
+		Tags: strings.Join(p.Tags, ", "), Focus: "body"}
+	return a.show(r, http.StatusOK, "edit", "Editing "+p.Title, "", a.crumbs(p, "Edit"), f)
+}
+
+// readForm validates the page form; errs is empty when it is good.
+func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, tags []string, summary string, errs map[string]string) {
+	errs = map[string]string{}
+	title = strings.Join(strings.Fields(f.Get("title")), " ")
+	body = wikiNormBody(f.Get("body"))
+	summary = strings.TrimSpace(f.Get("summary"))
+	switch {
+	case title == "":
+		errs["title"] = "Enter a title."
+	case !wacText(title, wikiMaxTitle):
+		errs["title"] = fmt.Sprintf("A title is one line of at most %d characters.", wikiMaxTitle)
+	case wikiSlugify(title) == "":
+		errs["title"] = "A title needs at least one letter or digit."
+	default:
+		if o := a.byTitle(title); o != nil && o != self {
+			errs["title"] = "Another page already has this title."
+		}
+	}
+	if !wacBody(body) {
+		errs["body"] = "The text contains characters that are not allowed."
+	}
+	if !wacText(summary, 200) {
+		errs["summary"] = "A summary is one line of at most 200 characters."
+	}
+	var err error
+	if tags, err = wikiParseTags([]string{f.Get("tags")}); err != nil {
+		errs["tags"] = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+	}
+	return
+}
+
+func (a *wikiApp) formAgain(r *http.Request, fm wikiForm, f url.Values, errs map[string]string, p *wikiPage) wacResp {
+	fm.Title, fm.Body, fm.Tags, fm.Summary = wacClip(f.Get("title"), 1000), f.Get("body"), wacClip(f.Get("tags"), 1000), wacClip(f.Get("summary"), 1000)
+	fm.Errs = errs
+	for _, k := range []string{"title", "body", "tags", "summary"} {
+		if errs[k] != "" {
+			fm.Focus = k
+			break
+		}
+	}
+	title, crumbs := "New page", []wacCrumb{wikiHome, {"New page", ""}}
+	if p != nil {
+		title, crumbs = "Editing "+p.Title, a.crumbs(p, "Edit")
+	}
+	return a.show(r, http.StatusUnprocessableEntity, "edit", title, fm.Mode, crumbs, fm)
+}
+
+func (a *wikiApp) create(r *http.Request, f url.Values) wacResp {
+	title, body, tags, _, errs := a.readForm(f, nil)
+	slug := wikiSlugify(title)
+	if len(errs) == 0 {
+		if o := a.pages[slug]; o != nil {
+			errs["title"] = "A page with this name already exists: “" + o.Title + "”."
+		} else if len(a.pages) >= wikiMaxPages {
+			errs["title"] = fmt.Sprintf("This wiki holds at most %d pages; delete one first.", wikiMaxPages)
+		}
+	}
+	if len(errs) > 0 {
+		return a.formAgain(r, wikiForm{Mode: "new", Action: "/new"}, f, errs, nil)
+	}
+	a.add("create_page", map[string]string{"slug": slug, "title": title, "body": body, "tags": strings.Join(tags, ",")})
+	p := &wikiPage{Slug: slug, Title: title, Body: body, Tags: tags}
+	a.revise(p, "Created page")
+	a.pages[slug] = p
+	return wacRedirect(wikiPath("/page/", slug) + "?flash=created")
+}
+
+func (a *wikiApp) edit(r *http.Request, f url.Values) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	title, body, tags, summary, errs := a.readForm(f, p)
+	if len(errs) > 0 {
+		return a.formAgain(r, wikiForm{Mode: "edit", Action: wikiPath("/edit/", p.Slug), Slug: p.Slug}, f, errs, p)
+	}
+	if title == p.Title && body == p.Body && wikiTagsEqual(tags, p.Tags) {
+		return wacRedirect(wikiPath("/page/", p.Slug) + "?flash=nochange")
+	}
+	a.add("edit_page", map[string]string{"slug": p.Slug, "title": title, "body": body, "tags": strings.Join(tags, ","), "summary": summary})
+	p.Title, p.Body, p.Tags = title, body, tags
+	if summary == "" {
+		summary = "Edited page"
+	}
+	a.revise(p, summary)
+	return wacRedirect(wikiPath("/page/", p.Slug) + "?flash=saved")
+}
+
+func (a *wikiApp) renameForm(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	t := r.URL.Query().Get("title")
+	if t == "" {
+		t = p.Title
+	}
+	return a.show(r, http.StatusOK, "rename", "Rename "+p.Title, "", a.crumbs(p, "Rename"),
+		map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": wacClip(t, wikiMaxTitle), "Err": ""})
+}
+
+func (a *wikiApp) rename(r *http.Request, f url.Values) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	title := strings.Join(strings.Fields(f.Get("title")), " ")
+	slug := wikiSlugify(title)
+	var msg string
+	switch {
+	case title == "":
+		msg = "Enter the new title."
+	case !wacText(title, wikiMaxTitle):
+		msg = fmt.Sprintf("A title is one line of at most %d characters.", wikiMaxTitle)
+	case slug == "":
+		msg = "A title needs at least one letter or digit."
+	case title == p.Title && slug == p.Slug:
+		msg = "The new title is the same as the current one."
+	default:
+		if o := a.pages[slug]; o != nil && o != p {
+			msg = "A page with this name already exists: “" + o.Title + "”."
+		} else if o := a.byTitle(title); o != nil && o != p {
+			msg = "Another page already has this title."
+		}
+	}
+	if msg != "" {
+		return a.show(r, http.StatusUnprocessableEntity, "rename", "Rename "+p.Title, "", a.crumbs(p, "Rename"),
+			map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": wacClip(f.Get("title"), 1000), "Err": msg})
+	}
+	a.add("rename_page", map[string]string{"from": p.Slug, "slug": slug, "from_title": p.Title, "title": title})
+	old := p.Title
+	delete(a.pages, p.Slug)
+	p.Slug, p.Title = slug, title
+	a.pages[slug] = p
+	a.revise(p, "Renamed from “"+old+"”")
+	return wacRedirect(wikiPath("/page/", slug) + "?flash=renamed")
+}
+
+func (a *wikiApp) tagsPage(r *http.Request, status int, p *wikiPage, add, errMsg string) wacResp {
+	return a.show(r, status, "tags", "Tags of "+p.Title, "", a.crumbs(p, "Tags"),
+		map[string]any{"Slug": p.Slug, "Title": p.Title, "Tags": p.Tags, "Add": add, "Err": errMsg})
+}
+
+func (a *wikiApp) tagsForm(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	return a.tagsPage(r, http.StatusOK, p, wacClip(r.URL.Query().Get("add"), 200), "")
+}
+
+func (a *wikiApp) addTag(r *http.Request, f url.Values) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	in := f.Get("tag")
+	tags, err := wikiParseTags([]string{in})
+	var fresh []string
+	for _, t := range tags {
+		if !wikiHas(p.Tags, t) {
+			fresh = append(fresh, t)
+		}
+	}
+	msg := ""
+	switch {
+	case err != nil:
+		msg = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+	case len(tags) == 0:
+		msg = "Enter a tag."
+	case len(fresh) == 0:
+		msg = "The page already has this tag."
+	case len(p.Tags)+len(fresh) > wikiMaxTags:
+		msg = fmt.Sprintf("A page may have at most %d tags.", wikiMaxTags)
+	}
+	if msg != "" {
+		return a.tagsPage(r, http.StatusUnprocessableEntity, p, wacClip(in, 1000), msg)
+	}
+	if len(a.Log)+len(fresh) > MaxLog {
+		return a.fail(http.StatusTooManyRequests, "Too many changes: this site accepts no more.")
+	}
+	for _, t := range fresh {
+		a.add("add_tag", map[string]string{"slug": p.Slug, "tag": t})
+	}
+	all, _ := wikiParseTags(append(append([]string{}, p.Tags...), fresh...))
+	p.Tags = all
+	a.revise(p, "Added tag "+strings.Join(fresh, ", "))
+	return wacRedirect(wikiPath("/tags/", p.Slug) + "?flash=tagadded")
+}
+
+func (a *wikiApp) confirm(r *http.Request, status int, p *wikiPage, kind, tag string) wacResp {
+	d := map[string]any{"Slug": p.Slug, "Title": p.Title, "Kind": kind, "Tag": tag}
+	if kind == "tag" {
+		return a.show(r, status, "confirm", "Remove tag", "", a.crumbs(p, "Remove tag"), d)
+	}
+	return a.show(r, status, "confirm", "Delete "+p.Title, "", a.crumbs(p, "Delete"), d)
+}
+
+func (a *wikiApp) removeTagForm(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	tag := wikiNormTag(r.URL.Query().Get("tag"))
+	if !wikiHas(p.Tags, tag) {
+		return a.tagsPage(r, http.StatusNotFound, p, "", "This page has no such tag.")
+	}
+	return a.confirm(r, http.StatusOK, p, "tag", tag)
+}
+
+func (a *wikiApp) removeTag(r *http.Request, f url.Values) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	tag := wikiNormTag(f.Get("tag"))
+	if !wikiHas(p.Tags, tag) {
+		return a.tagsPage(r, http.StatusUnprocessableEntity, p, "", "This page has no such tag.")
+	}
+	a.add("remove_tag", map[string]string{"slug": p.Slug, "tag": tag})
+	var keep []string
+	for _, t := range p.Tags {
+		if t != tag {
+			keep = append(keep, t)
+		}
+	}
+	p.Tags = append([]string{}, keep...)
+	a.revise(p, "Removed tag "+tag)
+	return wacRedirect(wikiPath("/tags/", p.Slug) + "?flash=tagremoved")
+}
+
+func (a *wikiApp) deleteForm(r *http.Request) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	return a.confirm(r, http.StatusOK, p, "delete", "")
+}
+
+func (a *wikiApp) delete(r *http.Request, f url.Values) wacResp {
+	p := a.page(r)
+	if p == nil {
+		return a.missing(r)
+	}
+	if f.Get("confirm") != "yes" {
+		return a.confirm(r, http.StatusUnprocessableEntity, p, "delete", "")
+	}
+	a.add("delete_page", map[string]string{"slug": p.Slug, "title": p.Title})
+	delete(a.pages, p.Slug)
+	return wacRedirect("/?flash=deleted")
+}
