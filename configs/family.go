@@ -344,6 +344,8 @@ var templateFuncs = template.FuncMap{
 		b, err := json.Marshal(v)
 		return string(b), err
 	},
+	"fods": fodsDoc,
+	"fodt": fodtDoc,
 }
 
 func (t *Table) index(name string) (int, error) {
@@ -519,6 +521,9 @@ func (t *Task) validateFamily() error {
 				if _, err := st.PutFile.Bytes(); err != nil {
 					return fmt.Errorf("task %s: instance step %d: %w", t.ID, i, err)
 				}
+			}
+			if st.Web != nil && st.Web.Data != "" && !json.Valid([]byte(st.Web.Data)) {
+				return fmt.Errorf("task %s: instance step %d: web data for %s is not JSON", t.ID, i, st.Web.App)
 			}
 		}
 		for i, step := range in.Solution {

@@ -38,7 +38,11 @@ type Task struct {
 	// InstanceSetup runs on every episode's sandbox after it is leased from
 	// the golden (Setup, seed-independent): the instance's files and apps.
 	InstanceSetup []SetupStep `json:"instance,omitempty"`
-	Verifier      Verifier    `json:"verifier"`
+	// BeforeScore runs after the episode ends and before the agent is
+	// frozen for the verifier: guestd settles what an app writes lazily
+	// (browser close). It never saves the agent's work for it.
+	BeforeScore []SetupStep `json:"before_score,omitempty"`
+	Verifier    Verifier    `json:"verifier"`
 	// Expect is what the verifier compares against, computed from the
 	// parameters: it reaches the sandbox only with the verifier, after the
 	// agent is frozen, as SK_EXPECT_<KEY> (ExpectEnv).
@@ -78,6 +82,26 @@ type SetupStep struct {
 	Exec       *Exec       `json:"exec,omitempty"`
 	PutFile    *PutFile    `json:"put_file,omitempty"`
 	WaitWindow *WaitWindow `json:"wait_window,omitempty"`
+	Web        *Web        `json:"web,omitempty"`
+	Browser    *Browser    `json:"browser,omitempty"`
+}
+
+// Web serves one of the sandbox's offline web apps (docs/tasks.md, "Web
+// apps"), built from Data: JSON text, usually a template over the
+// instance's parameters. The browser reaches it at http://<app>.test/.
+type Web struct {
+	App  string `json:"app"`
+	Data string `json:"data,omitempty"`
+}
+
+// Browser drives the sandbox's Chromium over guestd's DevTools pipe: Open
+// loads each URL (the first in the current tab, the rest in new tabs) and
+// waits for each to load; Close closes the browser gracefully (a
+// before_score step: what Chromium writes lazily reaches the disk).
+type Browser struct {
+	Open      []string `json:"open,omitempty"`
+	Close     bool     `json:"close,omitempty"`
+	TimeoutMS int      `json:"timeout_ms,omitempty"`
 }
 
 // LaunchApp starts an app (no shell).
@@ -189,8 +213,22 @@ func (t *Task) Validate() error {
 		if s.WaitWindow != nil {
 			n++
 		}
+		if s.Web != nil {
+			n++
+		}
+		if s.Browser != nil {
+			n++
+		}
 		if n != 1 {
-			return fmt.Errorf("task %s: setup step %d must set exactly one of launch_app, exec, put_file, wait_window", t.ID, i)
+			return fmt.Errorf("task %s: setup step %d must set exactly one of launch_app, exec, put_file, wait_window, web, browser", t.ID, i)
+		}
+		if s.Browser != nil && s.Browser.Close {
+			return fmt.Errorf("task %s: setup step %d: browser close belongs in before_score", t.ID, i)
+		}
+	}
+	for i, s := range t.BeforeScore {
+		if s.Browser == nil || !s.Browser.Close || len(s.Browser.Open) > 0 {
+			return fmt.Errorf("task %s: before_score step %d: only {\"browser\": {\"close\": true}} settles state before scoring", t.ID, i)
 		}
 	}
 	return t.validateFamily()

@@ -40,6 +40,10 @@ func runSteps(ctx context.Context, l *pool.Lease, id, what string, steps []confi
 			err = putFile(ctx, g, st.PutFile)
 		case st.WaitWindow != nil:
 			err = waitWindow(ctx, g, st.WaitWindow)
+		case st.Web != nil:
+			_, err = g.Web(ctx, wire.WebArgs{App: st.Web.App, Data: []byte(st.Web.Data)})
+		case st.Browser != nil:
+			_, err = g.Browser(ctx, wire.BrowserArgs{Open: st.Browser.Open, Close: st.Browser.Close, TimeoutMS: st.Browser.TimeoutMS})
 		}
 		if err != nil {
 			err = fmt.Errorf("%s %d of %s: %w", what, i, id, err)
@@ -105,9 +109,13 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// awaitWindows re-runs the task's wait_window steps: a sandbox restored from
-// a checkpoint relaunches its apps, and the episode starts only once their
-// windows are back.
+// awaitWindows re-runs the task's wait_window and web steps: a sandbox
+// restored from a checkpoint relaunches its apps, and the episode starts
+// only once their windows are back. Its web apps start again from the
+// instance's data, served from the host (never from a file the agent
+// could have written): like an app's unsaved memory, what the agent did
+// in a web app is not carried by a checkpoint (docs/architecture.md,
+// "Web apps").
 func awaitWindows(ctx context.Context, l *pool.Lease, in *configs.Instance) error {
 	for _, st := range append(append([]configs.SetupStep(nil), in.Setup...), in.InstanceSetup...) {
 		if st.WaitWindow != nil {
@@ -115,8 +123,27 @@ func awaitWindows(ctx context.Context, l *pool.Lease, in *configs.Instance) erro
 				return err
 			}
 		}
+		if st.Web != nil {
+			if _, err := l.Guest().Web(ctx, wire.WebArgs{App: st.Web.App, Data: []byte(st.Web.Data)}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// beforeScore runs the task's before_score steps (browser close) once the
+// episode has ended and before the verifier freezes the agent. A step
+// that fails is logged, never retried: the verifier scores what is there.
+func beforeScore(ctx context.Context, l *pool.Lease, t *configs.Task, logf func(string, ...any)) {
+	for i, st := range t.BeforeScore {
+		if st.Browser == nil {
+			continue
+		}
+		if _, err := l.Guest().Browser(ctx, wire.BrowserArgs{Close: st.Browser.Close, TimeoutMS: st.Browser.TimeoutMS}); err != nil && logf != nil {
+			logf("envserver: task %s: before_score %d: %v", t.ID, i, err)
+		}
+	}
 }
 
 // guestAPI is the part of the guest client that setup needs.

@@ -51,6 +51,7 @@ type verdict struct {
 // before the agent is frozen.
 func (s *Server) verify(ctx context.Context, e *env, ended aci.Verb) verdict {
 	env := append(e.task.ExpectEnv(), "SK_ENDED="+string(ended))
+	beforeScore(ctx, e.lease, e.task.Task, s.cfg.Logf)
 	out := runVerifier(ctx, e.lease, &e.task.Verifier, env)
 	if out.err == nil || isDeath(out.err, e.lease) || codeOf(out.err) != aci.CodeScorerError {
 		return out

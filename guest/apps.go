@@ -107,11 +107,26 @@ func (s *Server) startApp(app string, args []string) (pid int, exited <-chan str
 	defer null.Close()
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
+	var attach func(int, <-chan struct{})
+	if isBrowser(app) {
+		var cleanup func()
+		if attach, cleanup, err = s.prepareBrowser(cmd); err != nil {
+			return 0, nil, err
+		}
+		defer func() {
+			if err != nil {
+				cleanup()
+			}
+		}()
+	}
 	pid, wait, err := s.startAgent(cmd)
 	if err != nil {
 		return 0, nil, startError("launch_app", app, err)
 	}
 	done := make(chan struct{})
+	if attach != nil {
+		attach(pid, done)
+	}
 	s.apps.mu.Lock()
 	if s.apps.pids == nil {
 		s.apps.pids = map[int]string{}

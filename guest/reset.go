@@ -418,6 +418,9 @@ func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 		s.helpersDown.Store(true)
 	}
 	s.procs.killAll()
+	// The next instance serves its own web apps (from the host, which
+	// keeps them for a restored sandbox too).
+	s.web.clear()
 	n, err := sweep(sctx, keep, s.cfg.AgentCgroups.Thaw)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -76,6 +77,13 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	}
 	env := append([]string(nil), s.cfg.Env...)
 	env = setEnvVar(env, "AGENT_HOME", envHome(s.cfg.Env))
+	// The web apps' state, the ground truth of a web task, goes to the
+	// verifier alone (web.go).
+	if n, err := s.web.writeStates(filepath.Join(home, "web"), s.cfg.Scorer); err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	} else if n > 0 {
+		env = setEnvVar(env, "SK_WEB", filepath.Join(home, "web"))
+	}
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"} {
 		env = setEnvVar(env, k, home)
 	}

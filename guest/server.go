@@ -102,6 +102,8 @@ type Server struct {
 	execs   chan struct{} // exec semaphore
 	score   sync.Mutex    // one verifier at a time
 	apps    appState
+	web     webHost       // the sandbox's web apps (web.go)
+	browser browserState  // guestd's DevTools pipe to Chromium (browser.go)
 	a11y    *a11y.Client  // nil without an accessibility bus
 	idle    *idleLauncher // Config.AgentIdle; nil without
 
@@ -262,6 +264,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.procs.killAll()
+	s.web.close()
 	s.wg.Wait()
 	if s.idle != nil {
 		s.idle.close()
@@ -522,6 +525,18 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 			return nil, err
 		}
 		return s.reset(ctx, a)
+	case wire.MethodWeb:
+		var a wire.WebArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.serveWeb(a)
+	case wire.MethodBrowser:
+		var a wire.BrowserArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.browserOp(ctx, a)
 	case wire.MethodHealth:
 		return s.health(ctx), nil
 	default:
@@ -540,7 +555,7 @@ func decodeArgs(m *wire.Message, v any) error {
 }
 
 // methods lists the protocol methods this server answers.
-var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset}
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset, wire.MethodWeb, wire.MethodBrowser}
 
 func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
 	var h wire.HelloArgs

@@ -172,6 +172,24 @@ func (c *Client) PutFile(ctx context.Context, args wire.PutFileArgs) error {
 	return c.call(ctx, wire.MethodPutFile, args, nil, nil)
 }
 
+// Web serves one of the sandbox's offline web apps.
+func (c *Client) Web(ctx context.Context, args wire.WebArgs) (*wire.WebResult, error) {
+	var r wire.WebResult
+	if err := c.call(ctx, wire.MethodWeb, args, &r, nil); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Browser drives the sandbox's Chromium (open pages, close it).
+func (c *Client) Browser(ctx context.Context, args wire.BrowserArgs) (*wire.BrowserResult, error) {
+	var r wire.BrowserResult
+	if err := c.call(ctx, wire.MethodBrowser, args, &r, nil); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Health reports whether the sandbox's X server and window manager are alive.
 func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
 	var r wire.Health

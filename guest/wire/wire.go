@@ -68,6 +68,8 @@ const (
 	MethodHealth      = "health"
 	MethodScore       = "score"
 	MethodReset       = "reset"
+	MethodWeb         = "web"
+	MethodBrowser     = "browser"
 )
 
 // Message is one frame's content.
@@ -425,6 +427,37 @@ type PutFileArgs struct {
 	Data  []byte `msgpack:"data"`
 	Mode  uint32 `msgpack:"mode,omitempty"` // default 0644
 	Agent bool   `msgpack:"agent,omitempty"`
+}
+
+// WebArgs serves one of the sandbox's offline web apps (package
+// guest/webapp) built from Data (JSON, the task instance's), replacing a
+// running app of the same name.
+type WebArgs struct {
+	App  string `msgpack:"app"`
+	Data []byte `msgpack:"data,omitempty"`
+}
+
+// WebResult is where the app answers: URL as the sandbox's browser
+// reaches it, Addr the loopback listener's host:port.
+type WebResult struct {
+	URL  string `msgpack:"url"`
+	Addr string `msgpack:"addr"`
+}
+
+// BrowserArgs drives the sandbox's Chromium over guestd's DevTools pipe:
+// Open loads each URL (the first in the current tab, the rest in new
+// tabs) and returns once each has loaded; Close closes the browser
+// gracefully, so that what it writes lazily reaches the disk.
+type BrowserArgs struct {
+	Open      []string `msgpack:"open,omitempty"`
+	Close     bool     `msgpack:"close,omitempty"`
+	TimeoutMS int      `msgpack:"timeout_ms,omitempty"`
+}
+
+// BrowserResult says what a browser call did.
+type BrowserResult struct {
+	Opened int  `msgpack:"opened,omitempty"`
+	Closed bool `msgpack:"closed,omitempty"`
 }
 
 // Health reports liveness of the desktop's parts.

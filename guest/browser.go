@@ -1,0 +1,249 @@
+package guest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/guest/wire"
+)
+
+// The browser (docs/architecture.md, "The browser"): launch_app of
+// chromium starts Debian's Chromium with the sandbox's flags and a
+// DevTools connection over a pipe that only guestd holds
+// (--remote-debugging-pipe: no debugging port on the loopback for the
+// agent to take). Setup opens pages through it and waits for them to
+// load; before scoring it can close the browser gracefully so that what
+// Chromium writes lazily (history, bookmarks, preferences) is on disk.
+
+// browserNames are the app names that start Chromium.
+var browserNames = map[string]bool{"chromium": true, "chromium-browser": true}
+
+// chromiumFlags are the flags every sandboxed Chromium starts with, for a
+// w×h screen whose web host listens on webAddr.
+//
+//   - --no-sandbox: Chromium's own sandbox needs user namespaces or a setuid
+//     helper, both refused inside a sandbox (the seccomp filter denies new
+//     namespaces). Its renderers then run as the agent, which the agent
+//     already is: the sandbox around the whole desktop is the boundary.
+//     --test-type hides the warning bar that flag would show.
+//   - no GPU, no first run, no default-browser check, no crash or restore
+//     bubbles, no background networking, sync, updates or translation: a
+//     sandbox has no network beyond its loopback and every episode starts
+//     from the same screen.
+//   - --force-renderer-accessibility: the accessibility tree (observe.a11y).
+//   - *.test resolves to the web host (web.go).
+func chromiumFlags(w, h int, webAddr string) []string {
+	flags := []string{
+		"--no-sandbox", "--test-type", "--no-first-run", "--no-default-browser-check",
+		"--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--disable-breakpad",
+		"--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,InterestFeedContentSuggestions,AutofillServerCommunication",
+		"--disable-session-crashed-bubble", "--hide-crash-restore-bubble", "--noerrdialogs",
+		"--password-store=basic", "--force-device-scale-factor=1", "--lang=en-US",
+		"--force-renderer-accessibility", "--remote-debugging-pipe",
+		"--ozone-platform=x11", "--window-position=0,0",
+	}
+	if w > 0 && h > 0 {
+		flags = append(flags, "--window-size="+strconv.Itoa(w)+","+strconv.Itoa(h), "--start-maximized")
+	}
+	if webAddr != "" {
+		flags = append(flags, "--host-resolver-rules=MAP *.test "+webAddr+", EXCLUDE localhost")
+	}
+	return flags
+}
+
+// browserConn is guestd's DevTools connection to the running Chromium.
+type browserConn struct {
+	pid    int
+	exited <-chan struct{}
+	ctx    context.Context // the first tab's chromedp context
+	cancel context.CancelFunc
+	// ready closes once chromedp is attached to the first tab; initErr
+	// then says whether it could.
+	ready   chan struct{}
+	initErr error
+}
+
+// attached waits until bc is attached to Chromium's first tab.
+func (bc *browserConn) attached(ctx context.Context) error {
+	select {
+	case <-bc.ready:
+		if bc.initErr != nil {
+			return aci.Errorf(aci.CodeInternal, "browser: DevTools: %v", bc.initErr)
+		}
+		return nil
+	case <-bc.exited:
+		return aci.Errorf(aci.CodeInvalidAction, "browser: Chromium exited")
+	case <-ctx.Done():
+		return aci.Errorf(aci.CodeTimeout, "browser: Chromium's DevTools did not answer: %v", ctx.Err())
+	}
+}
+
+// browserState holds the connection to the one browser a sandbox runs.
+type browserState struct {
+	mu   sync.Mutex
+	conn *browserConn
+}
+
+// prepareBrowser adds the sandbox's flags and the DevTools pipe to cmd (a
+// Chromium about to start). After the start, attach with the pid; on a
+// failed start, call the returned cleanup.
+func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-chan struct{}), cleanup func(), err error) {
+	w, h := 0, 0
+	_ = s.x.run(context.Background(), 0, func(x *xconn) error { w, h = x.w, x.h; return nil })
+	addr, err := s.web.ensure(s.cfg.Logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Chromium reads commands from fd 3 and writes replies to fd 4.
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	respR, respW, err := os.Pipe()
+	if err != nil {
+		cmdR.Close()
+		cmdW.Close()
+		return nil, nil, err
+	}
+	cmd.Args = append(append([]string{cmd.Args[0]}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
+	cmd.ExtraFiles = []*os.File{cmdR, respW}
+	cleanup = func() { cmdR.Close(); cmdW.Close(); respR.Close(); respW.Close() }
+	attach = func(pid int, exited <-chan struct{}) {
+		cmdR.Close()
+		respW.Close()
+		conn := chromedp.NewPipeConn(respR, cmdW)
+		actx, acancel := chromedp.NewAllocatorContext(context.Background(), pipeAllocator{conn})
+		tctx, tcancel := chromedp.NewContext(actx)
+		bc := &browserConn{pid: pid, exited: exited, ctx: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
+		// chromedp attaches on a context's first run and ties the
+		// connection to that run's context: attach on the browser's own,
+		// so a call's deadline never closes the pipe (Chromium exits
+		// when its DevTools pipe closes).
+		go func() {
+			bc.initErr = chromedp.Do(tctx)
+			close(bc.ready)
+		}()
+		s.browser.mu.Lock()
+		old := s.browser.conn
+		s.browser.conn = bc
+		s.browser.mu.Unlock()
+		if old != nil {
+			old.cancel()
+		}
+		go func() {
+			<-exited
+			s.browser.mu.Lock()
+			if s.browser.conn == bc {
+				s.browser.conn = nil
+			}
+			s.browser.mu.Unlock()
+			bc.cancel()
+		}()
+	}
+	return attach, cleanup, nil
+}
+
+// pipeAllocator hands chromedp the browser at the other end of a pipe that
+// guestd started it with.
+type pipeAllocator struct{ conn *chromedp.PipeConn }
+
+func (a pipeAllocator) Allocate(ctx context.Context, opts ...chromedp.BrowserOption) (*chromedp.Browser, error) {
+	return chromedp.NewBrowserTransport(ctx, a.conn, opts...)
+}
+
+func (a pipeAllocator) Wait() {}
+
+// browserWait bounds a browser call when the caller sets none.
+const browserWait = 20 * time.Second
+
+// browserOp is the browser method: open pages (and wait for each to load),
+// or close the browser gracefully.
+func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.BrowserResult, error) {
+	timeout := browserWait
+	if a.TimeoutMS > 0 {
+		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, maxExecTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s.browser.mu.Lock()
+	bc := s.browser.conn
+	s.browser.mu.Unlock()
+	if bc != nil {
+		if err := bc.attached(ctx); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case a.Close:
+		if bc == nil {
+			return &wire.BrowserResult{}, nil // no browser: nothing to write
+		}
+		// chromedp's Cancel of the first tab's context sends Browser.close
+		// and waits; Chromium may hang, so the wait is ours.
+		errc := make(chan error, 1)
+		go func() { errc <- chromedp.Cancel(bc.ctx) }()
+		var err error
+		select {
+		case <-bc.exited:
+			return &wire.BrowserResult{Closed: true}, nil
+		case err = <-errc:
+			select {
+			case <-bc.exited:
+				return &wire.BrowserResult{Closed: true}, nil
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+		return nil, aci.Errorf(aci.CodeTimeout, "browser: close: Chromium did not exit within %v (%v)", timeout, err)
+	case len(a.Open) > 0:
+		if bc == nil {
+			return nil, aci.Errorf(aci.CodeInvalidAction, "browser: no browser runs (launch chromium first)")
+		}
+		if err := run(ctx, bc, chromedp.Navigate(a.Open[0])); err != nil {
+			return nil, aci.Errorf(aci.CodeInternal, "browser: open %s: %v", a.Open[0], err)
+		}
+		for _, u := range a.Open[1:] {
+			tctx, tcancel := chromedp.NewContext(bc.ctx, chromedp.WithDetachOnCancel())
+			rctx, rcancel := within(tctx, ctx)
+			err := chromedp.Do(rctx, chromedp.Navigate(u))
+			rcancel()
+			tcancel()
+			if err != nil {
+				return nil, aci.Errorf(aci.CodeInternal, "browser: open %s: %v", u, err)
+			}
+		}
+		return &wire.BrowserResult{Opened: len(a.Open)}, nil
+	}
+	return nil, aci.Errorf(aci.CodeBadRequest, "browser: need open or close")
+}
+
+// run runs actions on the browser's first tab under ctx's deadline.
+func run(ctx context.Context, bc *browserConn, actions ...chromedp.Action[chromedp.Void]) error {
+	rctx, cancel := within(bc.ctx, ctx)
+	defer cancel()
+	return chromedp.Do(rctx, actions...)
+}
+
+// within is base (which carries chromedp's context) bounded by ctx's
+// deadline and cancellation.
+func within(base, ctx context.Context) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(base)
+	stop := context.AfterFunc(ctx, cancel)
+	if d, ok := ctx.Deadline(); ok {
+		var dcancel context.CancelFunc
+		out, dcancel = context.WithDeadline(out, d)
+		return out, func() { stop(); dcancel(); cancel() }
+	}
+	return out, func() { stop(); cancel() }
+}
+
+// isBrowser reports whether app starts Chromium.
+func isBrowser(app string) bool { return browserNames[filepath.Base(app)] }
