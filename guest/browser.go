@@ -59,6 +59,10 @@ func chromiumFlags(w, h int, webAddr string) []string {
 	return flags
 }
 
+// dropSingleton removes the profile lock of an earlier Chromium, then
+// execs Chromium ($0) with its arguments.
+const dropSingleton = `p="${XDG_CONFIG_HOME:-$HOME/.config}/chromium"; rm -f "$p/SingletonLock" "$p/SingletonSocket" "$p/SingletonCookie"; exec "$0" "$@"`
+
 // browserConn is guestd's DevTools connection to the running Chromium.
 type browserConn struct {
 	pid    int
@@ -113,7 +117,13 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 		cmdW.Close()
 		return nil, nil, err
 	}
-	cmd.Args = append(append([]string{cmd.Args[0]}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
+	// A profile restored from a checkpoint holds the lock of the Chromium
+	// that ran when it was taken; should its pid be alive here, Chromium
+	// would take the profile for one in use and quit. The lock goes first,
+	// removed by a shell running as the agent (no path of the agent's is
+	// touched with guestd's rights).
+	cmd.Args = append(append([]string{"sh", "-c", dropSingleton, cmd.Path}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
 	cmd.ExtraFiles = []*os.File{cmdR, respW}
 	cleanup = func() { cmdR.Close(); cmdW.Close(); respR.Close(); respW.Close() }
 	attach = func(pid int, exited <-chan struct{}) {
