@@ -1,0 +1,1140 @@
+package webapp
+
+// The mail app: a webmail ("Mailbox") with folders, a message list,
+// reading, replying, forwarding, composing with an attachment picked from
+// the user's files, moving, deleting (to Trash), stars, read/unread
+// marks and search.
+//
+// Keyboard paths. Every change is a POST from a form whose page gives the
+// form's first relevant field focus (autofocus); the page's own content
+// comes before the site header and folder list in the DOM (CSS draws them
+// around it), so Tab order starts in the form. To open a page: ctrl+l,
+// type the URL (http://mail.test/...), Enter. Opening a message never
+// marks it read (GETs change nothing): marking is its own action.
+//
+//	compose   open /compose (optionally ?to=&cc=&subject=&body=&attach=,
+//	          URL-escaped; several addresses separated by commas); To has
+//	          focus. Tab order: To, Cc, Subject, Body, Attach file (a
+//	          select: type the file name to pick it), Send. Enter in To, Cc
+//	          or Subject sends; from Body: Tab, Tab, Enter (Enter in Body
+//	          is a newline). So with everything in the URL: open, Enter.
+//	          Done: 303 to /?msg=sent.
+//	reply     open /message/ID/reply (?all=1 replies to all; ?body= and
+//	          ?attach= prefill); Body has focus (To, Cc and "Re: subject"
+//	          are filled in, the original is quoted below the form, not in
+//	          Body); type the reply, Tab (Attach file), Tab (Send), Enter.
+//	          Done: 303 to /?msg=sent.
+//	forward   open /message/ID/forward (?to=, ?body=, ?attach= prefill);
+//	          To has focus (Subject is "Fwd: subject"; the original's
+//	          attachments go along); type the address(es), Enter.
+//	          Done: 303 to /?msg=sent.
+//	move      open /message/ID/move?folder=NAME; the Folder select has
+//	          focus with NAME chosen (without ?folder=, Archive is chosen:
+//	          type the folder's name to pick another); Tab (Move), Enter.
+//	          Done: 303 to the folder the message was in, ?msg=moved&id=ID.
+//	delete    open /message/ID/delete; the "Move to Trash" button has focus
+//	          (in Trash: "Delete forever"); Enter. Done: 303 to the folder
+//	          it was in, ?msg=deleted (from Trash: /folder/Trash?msg=purged).
+//	star      open /message/ID/star; the "Add star" button has focus (on a
+//	          starred message it is "Remove star"); Enter. Done: 303 to
+//	          /message/ID?msg=starred (or unstarred).
+//	read mark open /message/ID/mark; the "Mark as read" button has focus (on
+//	          a read message it is "Mark as unread"); Enter. Done: 303 to
+//	          /message/ID?msg=read (or unread).
+//
+// A rejected form (no or a bad address, an unknown file, the folder the
+// message is already in) answers 422 with the form shown again as typed,
+// each error beside its field and the first invalid field focused; nothing
+// changes. The message page (/message/ID) has the same actions in a
+// toolbar, in Tab order: Reply, Reply all, Forward, Star, Mark read/unread,
+// Delete, Move-to select, Move. Read-only pages: / (the Inbox),
+// /folder/NAME, /starred, /search?q=&folder= (page=N on lists),
+// /message/ID. Folder URLs path-escape the name (/folder/Project%20X).
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func init() { register("mail", newMail) }
+
+const (
+	mailMaxMessages = 5000 // messages in the data (and in a saved state)
+	mailMaxSent     = 500  // messages one instance sends
+	mailMaxRcpt     = 20   // addresses in To (and in Cc)
+	mailMaxFiles    = 500
+	mailMaxAttach   = 5 // files one message attaches
+	mailPerPage     = 25
+	mailMaxBody     = 8000 // characters
+)
+
+var mailBuiltin = []string{"Inbox", "Sent", "Archive", "Trash"}
+
+// mailData is the mail app's instance data:
+//
+//	{
+//	  "user": {"name": "Ada Park", "email": "ada.park@example.com"},
+//	  "folders": ["Receipts", "Projects"],              // custom folders
+//	  "messages": [{"id": "m1", "folder": "Inbox", "from": "li@acme.test",
+//	                "from_name": "Li Wei", "to": "ada.park@example.com",
+//	                "cc": "", "subject": "Q3 report", "date": "2026-03-01 16:20",
+//	                "body": "Hi Ada, ...", "unread": true, "starred": false,
+//	                "attachments": ["q3.pdf"]}],
+//	  "files": ["resume.pdf", "q3-budget.xlsx"]
+//	}
+//
+// Inbox, Sent, Archive and Trash always exist; "folders" adds custom
+// ones (1–40 characters, no "/", not "Starred"; a name repeating a folder,
+// in any case, is dropped). A message's id is a string or a number, 1–64
+// of A–Z a–z 0–9 . _ - (a duplicate is an error; a missing one becomes
+// "m<N>", N its 1-based place); its folder matches a folder's name
+// case-insensitively, "" is Inbox, and an unknown one is added as a custom
+// folder; to and cc are strings ("a@x, b@y") or lists ("" to is the
+// user); date is "YYYY-MM-DD HH:MM" (also accepted: "YYYY-MM-DD", seconds,
+// a T, RFC 3339; "" is the app's today, 2026-03-02 09:00); attachments
+// (optional) are file names shown on the message. "files" are the user's
+// files the Attach select offers. A sent message is dated today plus one
+// minute per message sent before it (09:01, 09:02, ...).
+type mailData struct {
+	User     mailUser  `json:"user"`
+	Folders  []string  `json:"folders"`
+	Messages []mailRaw `json:"messages"`
+	Files    []string  `json:"files"`
+}
+
+type mailUser struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
+type mailRaw struct {
+	ID          json.RawMessage `json:"id"`
+	Folder      string          `json:"folder"`
+	From        string          `json:"from"`
+	FromName    string          `json:"from_name"`
+	To          json.RawMessage `json:"to"`
+	Cc          json.RawMessage `json:"cc"`
+	Subject     string          `json:"subject"`
+	Date        string          `json:"date"`
+	Body        string          `json:"body"`
+	Unread      bool            `json:"unread"`
+	Starred     bool            `json:"starred"`
+	Attachments []string        `json:"attachments"`
+	Deleted     bool            `json:"deleted"`
+}
+
+// mailMessage is a message as State reports it (every message: the
+// data's and the sent ones, each with its current folder and marks; a
+// message deleted from Trash stays, with deleted true).
+type mailMessage struct {
+	ID          string   `json:"id"`
+	Folder      string   `json:"folder"`
+	From        string   `json:"from"`
+	FromName    string   `json:"from_name"`
+	To          string   `json:"to"`
+	Cc          string   `json:"cc"`
+	Subject     string   `json:"subject"`
+	Date        string   `json:"date"`
+	Body        string   `json:"body"`
+	Unread      bool     `json:"unread"`
+	Starred     bool     `json:"starred"`
+	Attachments []string `json:"attachments"`
+	Deleted     bool     `json:"deleted"`
+
+	when time.Time
+	seq  int // place in the data, for a stable order
+}
+
+// mailSent is one message the user sent. To and Cc are lower-cased
+// addresses; body is what the user typed (the quoted original of a reply
+// or forward is not in it); attachments are the files picked, after a
+// forward's carried attachments.
+type mailSent struct {
+	ID            string   `json:"id"`
+	To            []string `json:"to"`
+	Cc            []string `json:"cc"`
+	Subject       string   `json:"subject"`
+	Body          string   `json:"body"`
+	InReplyTo     string   `json:"in_reply_to"`
+	ForwardedFrom string   `json:"forwarded_from"`
+	Attachments   []string `json:"attachments"`
+	Date          string   `json:"date"`
+}
+
+// mailState is State's JSON; a saved one resumes messages, sent and log.
+type mailState struct {
+	User     mailUser      `json:"user"`
+	Folders  []string      `json:"folders"`
+	Files    []string      `json:"files"`
+	Messages []mailMessage `json:"messages"`
+	Sent     []mailSent    `json:"sent"`
+	Log      []Event       `json:"log"`
+}
+
+type mail struct {
+	journal
+	user    mailUser
+	folders []string // built-ins then custom
+	files   []string
+	msgs    []*mailMessage
+	byID    map[string]*mailMessage
+	sent    []mailSent
+	mux     *http.ServeMux
+}
+
+func mailIDOK(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+var mailDateForms = []string{"2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, "2006-01-02"}
+
+func mailParseDate(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return epoch, nil
+	}
+	for _, f := range mailDateForms {
+		if t, err := time.Parse(f, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("date %q is not YYYY-MM-DD HH:MM", s)
+}
+
+// mailAddrs reads to/cc from data: a string or a list of strings.
+func mailAddrs(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strings.TrimSpace(s), nil
+	}
+	var l []string
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return "", fmt.Errorf("to/cc must be a string or a list of strings")
+	}
+	return strings.Join(l, ", "), nil
+}
+
+// folder finds a folder by name, case-insensitively.
+func (m *mail) folder(name string) string {
+	for _, f := range m.folders {
+		if strings.EqualFold(f, name) {
+			return f
+		}
+	}
+	return ""
+}
+
+func (m *mail) addFolder(name string) error {
+	name = strings.TrimSpace(name)
+	if name == "" || len([]rune(name)) > 40 || strings.ContainsAny(name, "/\\") {
+		return fmt.Errorf("bad folder name %q (1-40 characters, no slashes)", name)
+	}
+	if _, msg := kitText(name, 40); msg != "" || strings.EqualFold(name, "starred") {
+		return fmt.Errorf("bad folder name %q", name)
+	}
+	if m.folder(name) == "" {
+		m.folders = append(m.folders, name)
+	}
+	return nil
+}
+
+// addMessage checks a message and adds it.
+func (m *mail) addMessage(msg mailMessage) error {
+	if !mailIDOK(msg.ID) {
+		return fmt.Errorf("message id %q: 1-64 of A-Z a-z 0-9 . _ -", msg.ID)
+	}
+	if m.byID[msg.ID] != nil {
+		return fmt.Errorf("duplicate message id %q", msg.ID)
+	}
+	if len(m.msgs) >= mailMaxMessages+mailMaxSent {
+		return fmt.Errorf("too many messages")
+	}
+	if strings.TrimSpace(msg.Folder) == "" {
+		msg.Folder = "Inbox"
+	}
+	if m.folder(msg.Folder) == "" {
+		if err := m.addFolder(msg.Folder); err != nil {
+			return fmt.Errorf("message %s: %w", msg.ID, err)
+		}
+	}
+	msg.Folder = m.folder(msg.Folder)
+	t, err := mailParseDate(msg.Date)
+	if err != nil {
+		return fmt.Errorf("message %s: %w", msg.ID, err)
+	}
+	msg.when, msg.Date = t, t.Format("2006-01-02 15:04")
+	msg.From = strings.TrimSpace(msg.From)
+	msg.FromName = strings.TrimSpace(msg.FromName)
+	if msg.Attachments == nil {
+		msg.Attachments = []string{}
+	}
+	msg.seq = len(m.msgs)
+	m.msgs = append(m.msgs, &msg)
+	m.byID[msg.ID] = &msg
+	return nil
+}
+
+// newMail builds the mail app from its data (see mailData) and, with
+// saved set, resumes a State.
+func newMail(data, saved []byte) (App, error) {
+	var d mailData
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("mail: data: %w", err)
+	}
+	m := &mail{user: d.User, byID: map[string]*mailMessage{}, sent: []mailSent{}, files: []string{}}
+	m.Log = []Event{}
+	m.user.Email = strings.TrimSpace(m.user.Email)
+	if m.user.Email == "" {
+		m.user.Email = "me@mailbox.test"
+	}
+	if m.user.Name = strings.TrimSpace(m.user.Name); m.user.Name == "" {
+		m.user.Name = m.user.Email
+	}
+	m.folders = append(m.folders, mailBuiltin...)
+	for _, f := range d.Folders {
+		if err := m.addFolder(f); err != nil {
+			return nil, fmt.Errorf("mail: %w", err)
+		}
+	}
+	if len(d.Files) > mailMaxFiles {
+		return nil, fmt.Errorf("mail: %d files, over %d", len(d.Files), mailMaxFiles)
+	}
+	seenFile := map[string]bool{}
+	for _, f := range d.Files {
+		f = strings.TrimSpace(f)
+		if t, msg := kitText(f, 200); msg != "" || t == "" {
+			return nil, fmt.Errorf("mail: bad file name %q", f)
+		}
+		if !seenFile[f] {
+			seenFile[f] = true
+			m.files = append(m.files, f)
+		}
+	}
+	if len(d.Messages) > mailMaxMessages {
+		return nil, fmt.Errorf("mail: %d messages, over %d", len(d.Messages), mailMaxMessages)
+	}
+	if saved == nil {
+		for i, r := range d.Messages {
+			msg := mailMessage{Folder: r.Folder, From: r.From, FromName: r.FromName, Subject: r.Subject,
+				Date: r.Date, Body: r.Body, Unread: r.Unread, Starred: r.Starred, Attachments: r.Attachments, Deleted: r.Deleted}
+			id := strings.TrimSpace(string(r.ID))
+			if len(r.ID) == 0 || id == "null" || id == `""` {
+				msg.ID = "m" + strconv.Itoa(i+1)
+			} else if err := json.Unmarshal(r.ID, &msg.ID); err != nil {
+				var n json.Number
+				if err := json.Unmarshal(r.ID, &n); err != nil {
+					return nil, fmt.Errorf("mail: message %d: id is neither a string nor a number", i+1)
+				}
+				msg.ID = n.String()
+			}
+			var err error
+			if msg.To, err = mailAddrs(r.To); err != nil {
+				return nil, fmt.Errorf("mail: message %s: %w", msg.ID, err)
+			}
+			if msg.Cc, err = mailAddrs(r.Cc); err != nil {
+				return nil, fmt.Errorf("mail: message %s: %w", msg.ID, err)
+			}
+			if msg.To == "" {
+				msg.To = m.user.Email
+			}
+			if err := m.addMessage(msg); err != nil {
+				return nil, fmt.Errorf("mail: %w", err)
+			}
+		}
+	} else if err := m.resume(saved); err != nil {
+		return nil, fmt.Errorf("mail: saved state: %w", err)
+	}
+	m.routes()
+	return m, nil
+}
+
+func (m *mail) resume(saved []byte) error {
+	var st mailState
+	if err := json.Unmarshal(saved, &st); err != nil {
+		return err
+	}
+	if len(st.Messages) > mailMaxMessages+mailMaxSent || len(st.Sent) > mailMaxSent || len(st.Log) > MaxLog {
+		return fmt.Errorf("too many messages or events")
+	}
+	for _, msg := range st.Messages {
+		if err := m.addMessage(msg); err != nil {
+			return err
+		}
+	}
+	for _, s := range st.Sent {
+		if m.byID[s.ID] == nil {
+			return fmt.Errorf("sent message %q has no message", s.ID)
+		}
+		for _, l := range []*[]string{&s.To, &s.Cc, &s.Attachments} {
+			if *l == nil {
+				*l = []string{}
+			}
+		}
+		m.sent = append(m.sent, s)
+	}
+	m.Log = append(m.Log, st.Log...)
+	return nil
+}
+
+// State reports the folders, files, every message, the sent ones and the log.
+func (m *mail) State() ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := mailState{User: m.user, Folders: m.folders, Files: m.files, Sent: m.sent, Log: m.Log}
+	st.Messages = make([]mailMessage, len(m.msgs))
+	for i, msg := range m.msgs {
+		st.Messages[i] = *msg
+	}
+	return json.Marshal(st)
+}
+
+func (m *mail) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
+
+func (m *mail) routes() {
+	x := http.NewServeMux()
+	x.HandleFunc("GET /{$}", m.get(func(r *http.Request) kitResp { return m.list(r, "Inbox") }))
+	x.HandleFunc("GET /folder/{name}", m.get(func(r *http.Request) kitResp { return m.list(r, r.PathValue("name")) }))
+	x.HandleFunc("GET /starred", m.get(func(r *http.Request) kitResp { return m.list(r, "*starred") }))
+	x.HandleFunc("GET /search", m.get(func(r *http.Request) kitResp { return m.list(r, "*search") }))
+	x.HandleFunc("GET /message/{id}", m.get(m.messagePage))
+	x.HandleFunc("GET /message/{id}/reply", m.get(func(r *http.Request) kitResp { return m.composePage(r, "reply") }))
+	x.HandleFunc("GET /message/{id}/forward", m.get(func(r *http.Request) kitResp { return m.composePage(r, "forward") }))
+	x.HandleFunc("GET /compose", m.get(func(r *http.Request) kitResp { return m.composePage(r, "compose") }))
+	x.HandleFunc("POST /compose", m.post(m.send))
+	x.HandleFunc("GET /message/{id}/move", m.get(m.movePage))
+	x.HandleFunc("POST /message/{id}/move", m.post(m.move))
+	x.HandleFunc("GET /message/{id}/{act}", m.get(m.confirmPage))
+	x.HandleFunc("POST /message/{id}/{act}", m.post(m.act))
+	x.HandleFunc("/", m.get(func(r *http.Request) kitResp {
+		return m.errorPage(r, http.StatusNotFound, "Not found", "There is nothing at this address.")
+	}))
+	m.mux = x
+}
+
+func (m *mail) get(f func(*http.Request) kitResp) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp := func() kitResp {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return f(r)
+		}()
+		resp.send(w, r)
+	}
+}
+
+// post wraps a change: the form is read (bounded) before the lock; only
+// "attach" may repeat.
+func (m *mail) post(f func(*http.Request, url.Values) kitResp) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, ok := form(w, r)
+		if !ok {
+			return
+		}
+		for k, vs := range v {
+			if len(vs) > 1 && (k != "attach" || len(vs) > mailMaxAttach) {
+				http.Error(w, "repeated field", http.StatusBadRequest)
+				return
+			}
+		}
+		resp := func() kitResp {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return f(r, v)
+		}()
+		resp.send(w, r)
+	}
+}
+
+type mailView struct {
+	Title   string
+	User    mailUser
+	Folders []mailFolderLink
+	Q       string
+	Flash   string
+	Crumbs  []kitCrumb
+	Message string // error page
+
+	// lists
+	Heading    string
+	Rows       []mailRow
+	Pager      kitPager
+	ToColumn   bool
+	FolderCol  bool
+	Empty      string
+	SearchOpts []mailOpt
+
+	// a message
+	M        *mailMsgView
+	MoveOpts []mailOpt
+
+	// compose
+	C        mailCompose
+	Errs     map[string]string
+	ErrCount int
+	Files    []mailOpt
+	Orig     *mailMsgView
+	Carried  []string
+
+	// confirm pages
+	Prompt, Action, Button, Field, Value string
+	Danger                               bool
+}
+
+type mailFolderLink struct {
+	Name, URL, Icon string
+	Unread          int
+	Current         bool
+}
+
+type mailOpt struct {
+	Value, Label string
+	Selected     bool
+}
+
+type mailRow struct {
+	ID, URL, Who, Subject, Snippet, Date, Folder string
+	Unread, Starred, Attach                      bool
+}
+
+type mailMsgView struct {
+	mailMessage
+	URL, FolderURL, DateLong, Who string
+	InTrash                       bool
+}
+
+type mailCompose struct {
+	Kind, To, Cc, Subject, Body, Attach, InReplyTo, ForwardedFrom string
+	FocusBody                                                     bool
+	Focus                                                         string // after errors: the first field with one
+}
+
+func mailFolderURL(name string) string {
+	if name == "Inbox" {
+		return "/"
+	}
+	return "/folder/" + url.PathEscape(name)
+}
+
+func mailClip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+// view starts a page's data: chrome, folder list and the flash the
+// redirect named (?msg=: fixed texts only).
+func (m *mail) view(r *http.Request, title, current string) *mailView {
+	q := r.URL.Query()
+	v := &mailView{Title: title, User: m.user}
+	v.Q, _ = kitText(mailClip(q.Get("q"), 200), 200)
+	unread := map[string]int{}
+	for _, msg := range m.msgs {
+		if !msg.Deleted && msg.Unread {
+			unread[msg.Folder]++
+		}
+	}
+	icons := map[string]string{"Inbox": "▣", "Sent": "➤", "Archive": "▤", "Trash": "✕"}
+	add := func(name, url, icon string, n int) {
+		v.Folders = append(v.Folders, mailFolderLink{Name: name, URL: url, Icon: icon, Unread: n, Current: name == current})
+	}
+	add("Inbox", "/", icons["Inbox"], unread["Inbox"])
+	add("Starred", "/starred", "★", 0)
+	for _, f := range m.folders[1:] {
+		if f != "Trash" {
+			icon := icons[f]
+			if icon == "" {
+				icon = "▸"
+			}
+			add(f, mailFolderURL(f), icon, unread[f])
+		}
+	}
+	add("Trash", mailFolderURL("Trash"), icons["Trash"], 0)
+	if current == "*starred" {
+		v.Folders[1].Current = true
+	}
+	msg := m.byID[q.Get("id")]
+	switch q.Get("msg") {
+	case "sent":
+		v.Flash = "✓ Your message has been sent."
+	case "moved":
+		if msg != nil {
+			v.Flash = "✓ Conversation moved to " + msg.Folder + "."
+		}
+	case "deleted":
+		v.Flash = "✓ Conversation moved to Trash."
+	case "purged":
+		v.Flash = "✓ Message deleted forever."
+	case "starred":
+		v.Flash = "✓ Star added."
+	case "unstarred":
+		v.Flash = "✓ Star removed."
+	case "read":
+		v.Flash = "✓ Marked as read."
+	case "unread":
+		v.Flash = "✓ Marked as unread."
+	}
+	return v
+}
+
+func (m *mail) errorPage(r *http.Request, code int, title, msg string) kitResp {
+	v := m.view(r, title, "")
+	v.Flash = ""
+	v.Message = msg
+	return kitPage(mailPages["error"], code, v)
+}
+
+func (m *mail) tooMany(r *http.Request, what string) kitResp {
+	return m.errorPage(r, http.StatusTooManyRequests, "Limit reached", what)
+}
+
+func (m *mail) notFound(r *http.Request) kitResp {
+	return m.errorPage(r, http.StatusNotFound, "Message not found", "This message doesn’t exist or has been deleted.")
+}
+
+// short is a list's date: the time today, "Mar 1" this year, else the date.
+func mailShort(t time.Time) string {
+	switch {
+	case t.Year() == epoch.Year() && t.YearDay() == epoch.YearDay():
+		return t.Format("15:04")
+	case t.Year() == epoch.Year():
+		return t.Format("Jan 2")
+	}
+	return t.Format("Jan 2, 2006")
+}
+
+func (m *mail) who(msg *mailMessage) string {
+	if msg.FromName != "" {
+		return msg.FromName
+	}
+	return msg.From
+}
+
+func (m *mail) msgView(msg *mailMessage) *mailMsgView {
+	return &mailMsgView{mailMessage: *msg, URL: "/message/" + msg.ID, FolderURL: mailFolderURL(msg.Folder),
+		DateLong: msg.when.Format("Mon, Jan 2, 2006 at 15:04"), Who: m.who(msg), InTrash: msg.Folder == "Trash"}
+}
+
+// sorted is the messages newest first (data order among equals).
+func (m *mail) sorted(keep func(*mailMessage) bool) []*mailMessage {
+	var out []*mailMessage
+	for _, msg := range m.msgs {
+		if !msg.Deleted && keep(msg) {
+			out = append(out, msg)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].when.Equal(out[j].when) {
+			return out[i].when.After(out[j].when)
+		}
+		return out[i].seq < out[j].seq
+	})
+	return out
+}
+
+// list is a folder's page; "*starred" and "*search" are the virtual ones.
+func (m *mail) list(r *http.Request, which string) kitResp {
+	q := r.URL.Query()
+	var keep func(*mailMessage) bool
+	var v *mailView
+	base := ""
+	pq := url.Values{}
+	switch which {
+	case "*starred":
+		v = m.view(r, "Starred", which)
+		v.Heading, base, v.FolderCol = "Starred", "/starred", true
+		v.Empty = "No starred messages. Stars let you give messages a special status to make them easier to find."
+		keep = func(msg *mailMessage) bool { return msg.Starred && msg.Folder != "Trash" }
+	case "*search":
+		v = m.view(r, "Search", "")
+		base, v.FolderCol = "/search", true
+		in := m.folder(q.Get("folder"))
+		v.SearchOpts = append(v.SearchOpts, mailOpt{"", "All mail", in == ""})
+		for _, f := range m.folders {
+			v.SearchOpts = append(v.SearchOpts, mailOpt{f, f, f == in})
+		}
+		terms := strings.Fields(strings.ToLower(v.Q))
+		if len(terms) > 10 {
+			terms = terms[:10]
+		}
+		pq.Set("q", v.Q)
+		if in != "" {
+			pq.Set("folder", in)
+		}
+		v.Heading = "Search results"
+		if v.Q != "" {
+			v.Heading = "Search results for “" + v.Q + "”"
+		}
+		v.Empty = "No messages matched your search."
+		keep = func(msg *mailMessage) bool {
+			if in != "" && msg.Folder != in {
+				return false
+			}
+			hay := strings.ToLower(msg.From + " " + msg.FromName + " " + msg.To + " " + msg.Cc + " " + msg.Subject + " " + msg.Body + " " + strings.Join(msg.Attachments, " "))
+			for _, t := range terms {
+				if !strings.Contains(hay, t) {
+					return false
+				}
+			}
+			return true
+		}
+	default:
+		f := m.folder(which)
+		if f == "" {
+			return m.errorPage(r, http.StatusNotFound, "Folder not found", "There is no folder by that name.")
+		}
+		v = m.view(r, f, f)
+		v.Heading, base, v.ToColumn = f, mailFolderURL(f), f == "Sent"
+		v.Empty = "No conversations in " + f + "."
+		keep = func(msg *mailMessage) bool { return msg.Folder == f }
+	}
+	msgs := m.sorted(keep)
+	var lo, hi int
+	v.Pager, lo, hi = kitPaginate(len(msgs), mailPerPage, q.Get("page"), base, pq)
+	for _, msg := range msgs[lo:hi] {
+		who := m.who(msg)
+		if msg.Folder == "Sent" {
+			who = "To: " + msg.To
+		}
+		snip := strings.Join(strings.Fields(msg.Body), " ")
+		if r := []rune(snip); len(r) > 90 {
+			snip = string(r[:90]) + "…"
+		}
+		subj := msg.Subject
+		if strings.TrimSpace(subj) == "" {
+			subj = "(no subject)"
+		}
+		v.Rows = append(v.Rows, mailRow{ID: msg.ID, URL: "/message/" + msg.ID, Who: who, Subject: subj, Snippet: snip,
+			Date: mailShort(msg.when), Folder: msg.Folder, Unread: msg.Unread, Starred: msg.Starred, Attach: len(msg.Attachments) > 0})
+	}
+	return kitPage(mailPages["list"], 200, v)
+}
+
+func (m *mail) live(id string) *mailMessage {
+	if msg := m.byID[id]; msg != nil && !msg.Deleted {
+		return msg
+	}
+	return nil
+}
+
+func (m *mail) moveOpts(msg *mailMessage, want string) []mailOpt {
+	var out []mailOpt
+	want = m.folder(want)
+	for _, f := range m.folders {
+		if f != msg.Folder {
+			out = append(out, mailOpt{f, f, f == want})
+		}
+	}
+	return out
+}
+
+func (m *mail) messagePage(r *http.Request) kitResp {
+	msg := m.live(r.PathValue("id"))
+	if msg == nil {
+		return m.notFound(r)
+	}
+	v := m.view(r, msg.Subject, msg.Folder)
+	v.M = m.msgView(msg)
+	v.MoveOpts = m.moveOpts(msg, "")
+	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), ""}}
+	return kitPage(mailPages["message"], 200, v)
+}
+
+func mailSubject(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(no subject)"
+	}
+	return s
+}
+
+// prefix puts "Re: " or "Fwd: " before a subject that lacks it.
+func mailPrefix(p, subject string, also ...string) string {
+	l := strings.ToLower(strings.TrimSpace(subject))
+	for _, a := range append(also, p) {
+		if strings.HasPrefix(l, strings.ToLower(a)) {
+			return strings.TrimSpace(subject)
+		}
+	}
+	return p + " " + strings.TrimSpace(subject)
+}
+
+// splitAddrs reads a To or Cc field: addresses separated by commas or
+// semicolons, each plain or "Name <addr>"; lower-cased, deduplicated.
+func mailSplitAddrs(s string) ([]string, string) {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
+		a := strings.TrimSpace(part)
+		if a == "" {
+			continue
+		}
+		if i := strings.LastIndexByte(a, '<'); i >= 0 && strings.HasSuffix(a, ">") {
+			a = strings.TrimSpace(a[i+1 : len(a)-1])
+		}
+		if !kitEmailOK(a) {
+			return nil, "“" + mailClip(strings.TrimSpace(part), 80) + "” is not a valid email address."
+		}
+		a = strings.ToLower(a)
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if len(out) > mailMaxRcpt {
+		return nil, fmt.Sprintf("At most %d addresses.", mailMaxRcpt)
+	}
+	return out, ""
+}
+
+func (m *mail) fileOpts(chosen string) []mailOpt {
+	out := []mailOpt{{"", "No attachment", chosen == ""}}
+	for _, f := range m.files {
+		out = append(out, mailOpt{f, f, f == chosen})
+	}
+	return out
+}
+
+// composeView builds the compose page for c (kind compose, reply or forward).
+func (m *mail) composeView(r *http.Request, c mailCompose) *mailView {
+	title := map[string]string{"compose": "New message", "reply": "Reply", "forward": "Forward"}[c.Kind]
+	v := m.view(r, title, "")
+	v.Flash = ""
+	v.C = c
+	v.Errs = map[string]string{}
+	v.Files = m.fileOpts(c.Attach)
+	orig := c.InReplyTo
+	if orig == "" {
+		orig = c.ForwardedFrom
+	}
+	if msg := m.live(orig); msg != nil {
+		v.Orig = m.msgView(msg)
+		if c.ForwardedFrom != "" {
+			v.Carried = msg.Attachments
+		}
+		v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, mailFolderURL(msg.Folder)}, {mailSubject(msg.Subject), "/message/" + msg.ID}, {title, ""}}
+	} else {
+		v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {title, ""}}
+	}
+	return v
+}
+
+func (m *mail) composePage(r *http.Request, kind string) kitResp {
+	q := r.URL.Query()
+	get := func(k string, max int) string {
+		t, _ := kitText(mailClip(q.Get(k), max*4), max)
+		return t
+	}
+	body, _ := kitBody(mailClip(q.Get("body"), mailMaxBody*4), mailMaxBody)
+	c := mailCompose{Kind: kind, To: get("to", 2000), Cc: get("cc", 2000), Subject: get("subject", 200), Body: body}
+	if a := q.Get("attach"); a != "" {
+		for _, f := range m.files {
+			if f == a {
+				c.Attach = f
+			}
+		}
+	}
+	if kind != "compose" {
+		msg := m.live(r.PathValue("id"))
+		if msg == nil {
+			return m.notFound(r)
+		}
+		if kind == "reply" {
+			c.InReplyTo, c.FocusBody = msg.ID, true
+			c.Subject = mailPrefix("Re:", msg.Subject)
+			to := msg.From
+			if strings.EqualFold(msg.From, m.user.Email) || msg.Folder == "Sent" {
+				to = msg.To
+			}
+			c.To = to
+			if q.Get("all") != "" {
+				var cc []string
+				self := strings.ToLower(m.user.Email)
+				for _, a := range strings.FieldsFunc(msg.To+","+msg.Cc, func(r rune) bool { return r == ',' || r == ';' }) {
+					a = strings.TrimSpace(a)
+					if a != "" && !strings.EqualFold(a, self) && !strings.EqualFold(a, to) {
+						cc = append(cc, a)
+					}
+				}
+				c.Cc = strings.Join(cc, ", ")
+			}
+		} else {
+			c.ForwardedFrom = msg.ID
+			c.Subject = mailPrefix("Fwd:", msg.Subject, "Fw:")
+		}
+	}
+	return kitPage(mailPages["compose"], 200, m.composeView(r, c))
+}
+
+func (m *mail) send(r *http.Request, f url.Values) kitResp {
+	errs := map[string]string{}
+	c := mailCompose{Kind: "compose", InReplyTo: f.Get("in_reply_to"), ForwardedFrom: f.Get("forwarded_from")}
+	var msg string
+	if c.To, msg = kitText(f.Get("to"), 2000); msg != "" {
+		errs["to"] = msg
+	}
+	if c.Cc, msg = kitText(f.Get("cc"), 2000); msg != "" {
+		errs["cc"] = msg
+	}
+	if c.Subject, msg = kitText(f.Get("subject"), 200); msg != "" {
+		errs["subject"] = msg
+	}
+	if c.Body, msg = kitBody(f.Get("body"), mailMaxBody); msg != "" {
+		errs["body"] = msg
+	}
+	to, cc := []string{}, []string{}
+	if errs["to"] == "" {
+		if to, msg = mailSplitAddrs(c.To); msg != "" {
+			errs["to"] = msg
+		} else if len(to) == 0 {
+			errs["to"] = "Add at least one recipient."
+		}
+	}
+	if errs["cc"] == "" {
+		if cc, msg = mailSplitAddrs(c.Cc); msg != "" {
+			errs["cc"] = msg
+		}
+	}
+	var orig *mailMessage
+	switch {
+	case c.InReplyTo != "" && c.ForwardedFrom != "":
+		return m.errorPage(r, http.StatusBadRequest, "Bad request", "A message is a reply or a forward, not both.")
+	case c.InReplyTo != "":
+		if orig = m.live(c.InReplyTo); orig == nil {
+			return m.notFound(r)
+		}
+		c.Kind = "reply"
+		c.FocusBody = true
+	case c.ForwardedFrom != "":
+		if orig = m.live(c.ForwardedFrom); orig == nil {
+			return m.notFound(r)
+		}
+		c.Kind = "forward"
+	}
+	attach := []string{}
+	if c.Kind == "forward" {
+		attach = append(attach, orig.Attachments...)
+	}
+	for _, a := range f["attach"] {
+		if a == "" {
+			continue
+		}
+		ok := false
+		for _, file := range m.files {
+			ok = ok || file == a
+		}
+		if !ok {
+			errs["attach"] = "Choose a file from the list."
+			continue
+		}
+		c.Attach = a
+		dup := false
+		for _, b := range attach {
+			dup = dup || a == b
+		}
+		if !dup {
+			attach = append(attach, a)
+		}
+	}
+	if len(errs) > 0 {
+		for _, k := range []string{"to", "cc", "subject", "body", "attach"} {
+			if errs[k] != "" {
+				c.Focus = k
+				break
+			}
+		}
+		v := m.composeView(r, c)
+		v.Errs, v.ErrCount = errs, len(errs)
+		return kitPage(mailPages["compose"], http.StatusUnprocessableEntity, v)
+	}
+	if len(m.sent) >= mailMaxSent {
+		return m.tooMany(r, fmt.Sprintf("You have sent %d messages, the most this mailbox allows.", mailMaxSent))
+	}
+	n := len(m.sent) + 1
+	id := "sent-" + strconv.Itoa(n)
+	for m.byID[id] != nil {
+		n++
+		id = "sent-" + strconv.Itoa(n)
+	}
+	when := epoch.Add(time.Duration(len(m.sent)+1) * time.Minute)
+	s := mailSent{ID: id, To: to, Cc: cc, Subject: c.Subject, Body: c.Body, InReplyTo: c.InReplyTo,
+		ForwardedFrom: c.ForwardedFrom, Attachments: attach, Date: when.Format("2006-01-02 15:04")}
+	if !m.add("send", map[string]string{"id": id, "to": strings.Join(to, ", "), "cc": strings.Join(cc, ", "), "subject": s.Subject,
+		"body": s.Body, "in_reply_to": s.InReplyTo, "forwarded_from": s.ForwardedFrom, "attachments": strings.Join(attach, ", ")}) {
+		return m.tooMany(r, "This mailbox can’t record any more changes.")
+	}
+	m.sent = append(m.sent, s)
+	if err := m.addMessage(mailMessage{ID: id, Folder: "Sent", From: m.user.Email, FromName: m.user.Name, To: strings.Join(to, ", "),
+		Cc: strings.Join(cc, ", "), Subject: s.Subject, Date: s.Date, Body: s.Body, Attachments: append([]string{}, attach...)}); err != nil {
+		// Cannot happen (the id is fresh, Sent exists); keep the state whole.
+		m.sent = m.sent[:len(m.sent)-1]
+		m.Log = m.Log[:len(m.Log)-1]
+		return m.errorPage(r, http.StatusInternalServerError, "Not sent", "The message could not be stored.")
+	}
+	return kitRedirect("/?msg=sent")
+}
+
+func (m *mail) movePage(r *http.Request) kitResp {
+	msg := m.live(r.PathValue("id"))
+	if msg == nil {
+		return m.notFound(r)
+	}
+	v := m.view(r, "Move message", msg.Folder)
+	v.M = m.msgView(msg)
+	want := r.URL.Query().Get("folder")
+	if m.folder(want) == "" {
+		want = "Archive"
+	}
+	v.MoveOpts = m.moveOpts(msg, want)
+	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {"Move", ""}}
+	return kitPage(mailPages["move"], 200, v)
+}
+
+func (m *mail) move(r *http.Request, f url.Values) kitResp {
+	msg := m.live(r.PathValue("id"))
+	if msg == nil {
+		return m.notFound(r)
+	}
+	to := m.folder(f.Get("folder"))
+	if to == "" || to == msg.Folder {
+		v := m.view(r, "Move message", msg.Folder)
+		v.M = m.msgView(msg)
+		v.MoveOpts = m.moveOpts(msg, "")
+		v.Errs = map[string]string{"folder": "Choose a folder to move the message to."}
+		if to != "" {
+			v.Errs["folder"] = "The message is already in " + to + "."
+		}
+		return kitPage(mailPages["move"], http.StatusUnprocessableEntity, v)
+	}
+	from := msg.Folder
+	if !m.add("move", map[string]string{"id": msg.ID, "from": from, "to": to}) {
+		return m.tooMany(r, "This mailbox can’t record any more changes.")
+	}
+	msg.Folder = to
+	return kitRedirect(mailFolderURL(from) + "?msg=moved&id=" + url.QueryEscape(msg.ID))
+}
+
+// confirmPage is the one-button page of delete, star and mark.
+func (m *mail) confirmPage(r *http.Request) kitResp {
+	msg := m.live(r.PathValue("id"))
+	if msg == nil {
+		return m.notFound(r)
+	}
+	v := m.view(r, "", msg.Folder)
+	v.M = m.msgView(msg)
+	v.Action = "/message/" + msg.ID + "/" + r.PathValue("act")
+	switch r.PathValue("act") {
+	case "delete":
+		v.Title, v.Danger = "Delete message", true
+		if msg.Folder == "Trash" {
+			v.Prompt, v.Button = "Delete this message forever? This can’t be undone.", "Delete forever"
+		} else {
+			v.Prompt, v.Button = "Move this message to Trash?", "Move to Trash"
+		}
+	case "star":
+		v.Title, v.Field = "Star message", "starred"
+		if msg.Starred {
+			v.Prompt, v.Button, v.Value = "This message is starred.", "Remove star", "0"
+		} else {
+			v.Prompt, v.Button, v.Value = "This message is not starred.", "Add star", "1"
+		}
+	case "mark":
+		v.Title, v.Field = "Mark message", "unread"
+		if msg.Unread {
+			v.Prompt, v.Button, v.Value = "This message is unread.", "Mark as read", "0"
+		} else {
+			v.Prompt, v.Button, v.Value = "This message is read.", "Mark as unread", "1"
+		}
+	default:
+		return m.errorPage(r, http.StatusNotFound, "Not found", "There is nothing at this address.")
+	}
+	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {v.Title, ""}}
+	return kitPage(mailPages["confirm"], 200, v)
+}
+
+// act posts delete, star (starred=1|0) and mark (unread=1|0).
+func (m *mail) act(r *http.Request, f url.Values) kitResp {
+	msg := m.live(r.PathValue("id"))
+	act := r.PathValue("act")
+	if act != "delete" && act != "star" && act != "mark" {
+		return m.errorPage(r, http.StatusNotFound, "Not found", "There is nothing at this address.")
+	}
+	if msg == nil {
+		return m.notFound(r)
+	}
+	full := func() kitResp { return m.tooMany(r, "This mailbox can’t record any more changes.") }
+	flag := func(k string) (bool, bool) {
+		switch f.Get(k) {
+		case "1", "true", "on":
+			return true, true
+		case "0", "false", "off":
+			return false, true
+		}
+		return false, false
+	}
+	back := "/message/" + msg.ID + "?msg="
+	switch act {
+	case "delete":
+		if msg.Folder == "Trash" {
+			if !m.add("delete_forever", map[string]string{"id": msg.ID}) {
+				return full()
+			}
+			msg.Deleted = true
+			return kitRedirect("/folder/Trash?msg=purged")
+		}
+		from := msg.Folder
+		if !m.add("delete", map[string]string{"id": msg.ID, "from": from}) {
+			return full()
+		}
+		msg.Folder = "Trash"
+		return kitRedirect(mailFolderURL(from) + "?msg=deleted")
+	case "star":
+		on, ok := flag("starred")
+		if !ok {
+			return m.errorPage(r, http.StatusBadRequest, "Bad request", "The form was incomplete.")
+		}
+		if on != msg.Starred {
+			if !m.add("star", map[string]string{"id": msg.ID, "starred": strconv.FormatBool(on)}) {
+				return full()
+			}
+			msg.Starred = on
+		}
+		if on {
+			return kitRedirect(back + "starred")
+		}
+		return kitRedirect(back + "unstarred")
+	default:
+		on, ok := flag("unread")
+		if !ok {
+			return m.errorPage(r, http.StatusBadRequest, "Bad request", "The form was incomplete.")
+		}
+		if on != msg.Unread {
+			if !m.add("mark", map[string]string{"id": msg.ID, "unread": strconv.FormatBool(on)}) {
+				return full()
+			}
+			msg.Unread = on
+		}
+		if on {
+			return kitRedirect(back + "unread")
+		}
+		return kitRedirect(back + "read")
+	}
+}
+
+var mailPages = kitParse(mailFS, "pages/mail", "list", "message", "compose", "move", "confirm", "error")
