@@ -2,10 +2,10 @@ package webapp
 
 // Keyboard paths (the oracle's recipes). Every change starts with ctrl+l,
 // typing the URL (with "http://"), and Enter; the page then has focus on
-// the field named. Enter in a text or number field submits its form; on a
-// select it does not (type the option's first letters to pick it, or
-// prefill it from the URL). Forms do no browser-side validation: the
-// server answers with inline errors.
+// the field named. Enter in a text or number field (or on a checkbox)
+// submits its form; on a select it does not (type the option's first
+// letters to pick it, then Tab on, or prefill it from the URL). Forms do
+// no browser-side validation: the server answers with inline errors.
 //
 //	invite user:   /users/new?name=N&email=E&role=R: focus in Name; Enter.
 //	               By hand: type name; Tab → Email (type); Tab → Role
@@ -13,7 +13,8 @@ package webapp
 //	edit user:     /users/ID/edit?status=suspended (any of name, email, role,
 //	               status prefill the form): focus in Name; Enter. By hand:
 //	               Tab order Name → Email → Role (select) → Status (select)
-//	               → "Save changes".
+//	               → "Save changes" (e.g. role by hand: Tab Tab, type
+//	               "viewer", Tab Tab, Enter).
 //	   suspend:    /users/ID/edit?status=suspended, Enter.
 //	   reactivate: /users/ID/edit?status=active, Enter.
 //	   change role:/users/ID/edit?role=editor, Enter.
@@ -23,7 +24,8 @@ package webapp
 //	               order Site name → Session timeout → Max upload →
 //	               two_factor_required → allow_signups → maintenance_mode →
 //	               email_notifications (checkboxes: Space toggles) → "Save
-//	               settings"; Enter in a text field saves.
+//	               settings"; Enter in a text field or on a checkbox saves
+//	               (e.g. maintenance on by hand: Tab×5, Space, Enter).
 //	create key:    /keys?label=L: focus in "Key name" (prefilled); Enter.
 //	revoke key:    /keys/ID/revoke: a confirmation page, focus on its
 //	               "Revoke key" button; Enter. (The post needs confirm=yes,

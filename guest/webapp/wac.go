@@ -304,7 +304,15 @@ func wacTemplates(fsys fs.FS, dir string, funcs template.FuncMap) map[string]*te
 
 // wacFuncs are the template functions every wac app's pages may use.
 func wacFuncs() template.FuncMap {
-	return template.FuncMap{"ago": wacAgo, "initials": wacInitials}
+	return template.FuncMap{"ago": wacAgo, "initials": wacInitials, "plural": wacPlural}
+}
+
+// wacPlural is "1 seat", "4 seats".
+func wacPlural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // wacInitials is up to two initials of a name, upper-cased.

@@ -124,6 +124,16 @@ type wikiApp struct {
 	name  string
 	user  string
 	pages map[string]*wikiPage
+	// titles indexes pages by lower-cased title; nil when stale. Every
+	// change goes through add, which drops it.
+	titles map[string]*wikiPage
+}
+
+// add logs a change (mu held) and drops the title index: the caller is
+// about to change the pages.
+func (a *wikiApp) add(action string, fields map[string]string) bool {
+	a.titles = nil
+	return a.journal.add(action, fields)
 }
 
 func newWiki(data, saved []byte) (App, error) {
@@ -180,6 +190,7 @@ func newWiki(data, saved []byte) (App, error) {
 			return nil, fmt.Errorf("wiki: page %d: %v", i, err)
 		}
 		a.pages[p.Slug] = p
+		a.titles = nil
 	}
 	if saved != nil {
 		var s wikiState
@@ -189,7 +200,7 @@ func newWiki(data, saved []byte) (App, error) {
 		if len(s.Pages) > wikiMaxPages || len(s.Log) > MaxLog {
 			return nil, fmt.Errorf("wiki: saved state: over the limits")
 		}
-		a.pages = map[string]*wikiPage{}
+		a.pages, a.titles = map[string]*wikiPage{}, nil
 		for i, p := range s.Pages {
 			if p == nil {
 				return nil, fmt.Errorf("wiki: saved state: page %d is null", i)
@@ -209,6 +220,7 @@ func newWiki(data, saved []byte) (App, error) {
 				return nil, fmt.Errorf("wiki: saved state: %v", err)
 			}
 			a.pages[p.Slug] = p
+			a.titles = nil
 		}
 		a.Log = s.Log
 	}
@@ -349,7 +361,7 @@ func wikiParseTags(in []string) ([]string, error) {
 			}
 			n := wikiNormTag(t)
 			if n == "" {
-				return nil, fmt.Errorf("“%s” is not a valid tag: use up to %d letters, digits, '-', '_' or '.'", wacClip(strings.TrimSpace(t), 50), wikiMaxTag)
+				return nil, fmt.Errorf("Tag “%s” is not valid: use up to %d letters, digits, '-', '_' or '.'", wacClip(strings.TrimSpace(t), 50), wikiMaxTag)
 			}
 			if !seen[n] {
 				seen[n] = true
@@ -358,7 +370,7 @@ func wikiParseTags(in []string) ([]string, error) {
 		}
 	}
 	if len(out) > wikiMaxTags {
-		return nil, fmt.Errorf("a page may have at most %d tags", wikiMaxTags)
+		return nil, fmt.Errorf("A page may have at most %d tags", wikiMaxTags)
 	}
 	sort.Strings(out)
 	return out, nil
@@ -370,12 +382,13 @@ func wikiTagsEqual(a, b []string) bool {
 
 // byTitle finds a page by title, any case.
 func (a *wikiApp) byTitle(title string) *wikiPage {
-	for _, p := range a.pages {
-		if strings.EqualFold(p.Title, title) {
-			return p
+	if a.titles == nil {
+		a.titles = make(map[string]*wikiPage, len(a.pages))
+		for _, p := range a.pages {
+			a.titles[strings.ToLower(p.Title)] = p
 		}
 	}
-	return nil
+	return a.titles[strings.ToLower(title)]
 }
 
 // resolve finds a link target: a slug, a title, or a title's slug.
@@ -886,7 +899,7 @@ func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, ta
 	}
 	var err error
 	if tags, err = wikiParseTags([]string{f.Get("tags")}); err != nil {
-		errs["tags"] = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+		errs["tags"] = err.Error() + "."
 	}
 	return
 }
@@ -1027,7 +1040,7 @@ func (a *wikiApp) addTag(r *http.Request, f url.Values) wacResp {
 	msg := ""
 	switch {
 	case err != nil:
-		msg = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+		msg = err.Error() + "."
 	case len(tags) == 0:
 		msg = "Enter a tag."
 	case len(fresh) == 0:

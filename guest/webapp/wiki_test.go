@@ -106,6 +106,9 @@ func TestWikiCreate(t *testing.T) {
 			t.Errorf("%v: no inline error", f)
 		}
 	}
+	if w := wacPost(t, a, "/new", url.Values{"title": {"Fine"}, "tags": {"ok, bad tag!"}}, http.StatusUnprocessableEntity); !strings.Contains(w.Body.String(), "Tag “bad tag!” is not valid") {
+		t.Error("tag error message")
+	}
 	wacSame(t, a, before, "refused creates")
 
 	w := wacPost(t, a, "/new", url.Values{"title": {"VPN Setup"}, "body": {"Install the client.\r\n\r\n- Step **one**"}, "tags": {"IT, Security, it"}}, http.StatusSeeOther)
@@ -361,4 +364,22 @@ func TestWikiLogFull(t *testing.T) {
 	before := wacState(t, a, nil)
 	wacPost(t, a, "/new", url.Values{"title": {"Late"}}, http.StatusTooManyRequests)
 	wacSame(t, a, before, "a post past the log's limit")
+}
+
+func TestWikiManyLinks(t *testing.T) {
+	// Pages full of links render without a cost that grows with pages ×
+	// links × pages.
+	var pages []string
+	links := strings.Repeat("[[P7]] [[p8]] [[Nope]] ", 300)
+	for i := 0; i < 300; i++ {
+		pages = append(pages, fmt.Sprintf(`{"title":"P%d","body":%q}`, i, links))
+	}
+	a, err := New("wiki", []byte(`{"pages":[`+strings.Join(pages, ",")+`]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := wacGet(t, a, "/page/p7", http.StatusOK)
+	if !strings.Contains(body, `<a class="wikilink" href="/page/p8">p8</a>`) || !strings.Contains(body, "Pages that link here") {
+		t.Error("links")
+	}
 }

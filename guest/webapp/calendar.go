@@ -1,0 +1,903 @@
+package webapp
+
+// Keyboard paths (the oracle's recipes). Every change starts with ctrl+l,
+// typing the URL (with "http://"), and Enter; the page then has focus on
+// the field named. Enter in a text field submits its form; on the room
+// select it does not (type the room's name to pick it, or prefill it from
+// the URL). Dates are typed as YYYY-MM-DD and times as HH:MM (24-hour) in
+// plain text fields; forms do no browser-side validation: the server
+// answers with inline errors.
+//
+//	create event: /new?date=2026-03-05&title=T&start=10:00&end=11:00&room=ROOMID
+//	              &attendees=a@x.com,b@y.com (every field may be prefilled;
+//	              date alone is what the "New event" links carry): focus in
+//	              Title; Enter. By hand: Tab order Title → Date → Start → End
+//	              → Room (select) → Attendees → "Create event".
+//	edit / move:  /event/ID/edit?date=2026-03-06&start=14:00&end=15:00 (any
+//	              field may be prefilled, as above): focus in Title; Enter.
+//	              Same Tab order; the button is "Save changes".
+//	cancel:       /event/ID/cancel: a confirmation page, focus on its
+//	              "Cancel event" button; Enter. (The post needs confirm=yes,
+//	              which the page's form carries.)
+//
+// Read-only pages: / (redirects to this month), /month/YYYY-MM,
+// /week/YYYY-MM-DD (the week holding that day, Monday first),
+// /day/YYYY-MM-DD, /event/ID, /rooms, /search?q= (title, attendee, room).
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The calendar ("Calendar") books meetings in rooms: a month, week and day
+// view, events with attendees, and rooms with a capacity.
+//
+// Data (all fields optional unless said):
+//
+//	{
+//	  "site": "Calendar",                                   // the name in the header
+//	  "user": {"name": "Dana Reyes", "email": "dana@acme.example"}, // the organizer of new events
+//	  "rooms": [{"id": "atlas", "name": "Atlas", "capacity": 8}],
+//	        // id: 1-64 letters, digits, '-', '_' (a number is taken as its digits); unique;
+//	        // made from the name when absent. capacity: 1..1000, required
+//	  "events": [{
+//	    "id": 1,                      // a whole number (or digits in a string); assigned when absent; unique
+//	    "title": "Weekly sync",       // required
+//	    "date": "2026-03-03",         // YYYY-MM-DD, required
+//	    "start": "10:00", "end": "10:30", // HH:MM (H:MM accepted), end after start, required
+//	    "room": "atlas",              // a room's id or name (any case); "" for none
+//	    "attendees": ["sam@acme.example"], // emails
+//	    "organizer": "sam@acme.example",   // default: the user's email (or name)
+//	    "cancelled": false
+//	  }]
+//	}
+//
+// Data events may overlap; the agent's may not: a create or edit is
+// refused, with an inline error, when its room is booked by another
+// (not cancelled) event that overlaps it on that date (touching ends do
+// not overlap), when its end is not after its start, or when its room
+// cannot seat everyone (the attendees plus the organizer, unless listed).
+// At most 1000 events (cancelled ones count), 50 attendees an event,
+// titles of 200 characters.
+//
+// State: {"events": [{id, title, date, start, end, room, attendees,
+// organizer, cancelled}] (by id), "log": [...]}. Log actions and their
+// fields: create_event {id, title, date, start, end, room, attendees};
+// edit_event {id, title, and each changed field of title, date, start,
+// end, room, attendees}; cancel_event {id, title}. Attendees in fields
+// are comma-separated.
+
+func init() { register("calendar", newCalendar) }
+
+//go:embed pages/calendar/*.html
+var calFS embed.FS
+
+var calTmpl = wacTemplates(calFS, "pages/calendar", calFuncs())
+
+func calFuncs() template.FuncMap {
+	f := wacFuncs()
+	f["color"] = calColor
+	return f
+}
+
+// calColor is the CSS class of the i'th room's events.
+func calColor(i int) string { return "c" + strconv.Itoa(1+i%6) }
+
+const (
+	calMaxEvents    = 1000
+	calMaxAttendees = 50
+	calMaxRooms     = 100
+	calMaxTitle     = 200
+)
+
+type calRoom struct {
+	ID       string
+	Name     string
+	Capacity int
+}
+
+type calEvent struct {
+	ID        int      `json:"id"`
+	Title     string   `json:"title"`
+	Date      string   `json:"date"`
+	Start     string   `json:"start"`
+	End       string   `json:"end"`
+	Room      string   `json:"room"`
+	Attendees []string `json:"attendees"`
+	Organizer string   `json:"organizer"`
+	Cancelled bool     `json:"cancelled"`
+}
+
+type calState struct {
+	Events []*calEvent `json:"events"`
+	Log    []Event     `json:"log"`
+}
+
+type calApp struct {
+	journal
+	site     wacSite
+	name     string
+	me, mail string
+	rooms    []calRoom
+	events   []*calEvent // by id
+}
+
+func newCalendar(data, saved []byte) (App, error) {
+	var d struct {
+		Site string `json:"site"`
+		User struct {
+			Name  string `json:"name"`
+			Email string `json:"email"`
+		} `json:"user"`
+		Rooms []struct {
+			ID       wacStr `json:"id"`
+			Name     string `json:"name"`
+			Capacity int    `json:"capacity"`
+		} `json:"rooms"`
+		Events []struct {
+			ID        wacInt   `json:"id"`
+			Title     string   `json:"title"`
+			Date      string   `json:"date"`
+			Start     string   `json:"start"`
+			End       string   `json:"end"`
+			Room      wacStr   `json:"room"`
+			Attendees []string `json:"attendees"`
+			Organizer string   `json:"organizer"`
+			Cancelled bool     `json:"cancelled"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("calendar: data: %v", err)
+	}
+	a := &calApp{name: strings.TrimSpace(d.Site), me: strings.TrimSpace(d.User.Name), mail: strings.TrimSpace(d.User.Email)}
+	if a.name == "" {
+		a.name = "Calendar"
+	}
+	if a.me == "" {
+		a.me = "You"
+	}
+	if !wacText(a.name, 60) || !wacText(a.me, 100) || (a.mail != "" && !wacEmailOK(a.mail)) {
+		return nil, fmt.Errorf("calendar: bad site or user")
+	}
+	if len(d.Rooms) > calMaxRooms || len(d.Events) > calMaxEvents {
+		return nil, fmt.Errorf("calendar: over %d rooms or %d events", calMaxRooms, calMaxEvents)
+	}
+	for i, dr := range d.Rooms {
+		r := calRoom{ID: strings.TrimSpace(string(dr.ID)), Name: strings.TrimSpace(dr.Name), Capacity: dr.Capacity}
+		if r.Name == "" {
+			r.Name = r.ID
+		}
+		if r.ID == "" {
+			r.ID = wikiSlugify(r.Name)
+		}
+		if !wacIDOK(r.ID) || r.Name == "" || !wacText(r.Name, 60) {
+			return nil, fmt.Errorf("calendar: room %d: want an id (letters, digits, '-', '_') and a name of 1-60 characters", i)
+		}
+		if r.Capacity < 1 || r.Capacity > 1000 {
+			return nil, fmt.Errorf("calendar: room %q: capacity %d is not 1..1000", r.ID, r.Capacity)
+		}
+		for _, o := range a.rooms {
+			if strings.EqualFold(o.ID, r.ID) || strings.EqualFold(o.Name, r.Name) {
+				return nil, fmt.Errorf("calendar: duplicate room %q", r.ID)
+			}
+		}
+		a.rooms = append(a.rooms, r)
+	}
+	ids := map[int]bool{}
+	for _, de := range d.Events {
+		if de.ID > 0 {
+			if ids[int(de.ID)] {
+				return nil, fmt.Errorf("calendar: duplicate event id %d", de.ID)
+			}
+			ids[int(de.ID)] = true
+		}
+	}
+	for i, de := range d.Events {
+		e := &calEvent{ID: int(de.ID), Title: strings.TrimSpace(de.Title), Date: strings.TrimSpace(de.Date),
+			Organizer: strings.TrimSpace(de.Organizer), Cancelled: de.Cancelled}
+		var ok bool
+		if e.Start, ok = calTime(de.Start); !ok {
+			return nil, fmt.Errorf("calendar: event %d: start %q is not HH:MM", i, de.Start)
+		}
+		if e.End, ok = calTime(de.End); !ok {
+			return nil, fmt.Errorf("calendar: event %d: end %q is not HH:MM", i, de.End)
+		}
+		if strings.TrimSpace(string(de.Room)) != "" {
+			r := a.room(string(de.Room))
+			if r == nil {
+				return nil, fmt.Errorf("calendar: event %d: no room %q", i, de.Room)
+			}
+			e.Room = r.ID
+		}
+		att, err := calAttendees(strings.Join(de.Attendees, ","))
+		if err != "" {
+			return nil, fmt.Errorf("calendar: event %d: %s", i, err)
+		}
+		e.Attendees = att
+		if e.Organizer == "" {
+			e.Organizer = a.organizer()
+		}
+		if e.ID == 0 {
+			e.ID = a.nextID(ids)
+			ids[e.ID] = true
+		}
+		if err := a.check(e); err != nil {
+			return nil, fmt.Errorf("calendar: event %d: %v", i, err)
+		}
+		a.events = append(a.events, e)
+	}
+	sort.Slice(a.events, func(i, j int) bool { return a.events[i].ID < a.events[j].ID })
+	if saved != nil {
+		var s calState
+		if err := json.Unmarshal(saved, &s); err != nil {
+			return nil, fmt.Errorf("calendar: saved state: %v", err)
+		}
+		if len(s.Events) > calMaxEvents || len(s.Log) > MaxLog {
+			return nil, fmt.Errorf("calendar: saved state: over the limits")
+		}
+		a.events = nil
+		ids := map[int]bool{}
+		for _, e := range s.Events {
+			if e == nil || e.ID <= 0 || ids[e.ID] {
+				return nil, fmt.Errorf("calendar: saved state: an event is null or has a bad or duplicate id")
+			}
+			ids[e.ID] = true
+			if e.Attendees == nil {
+				e.Attendees = []string{}
+			}
+			if st, ok := calTime(e.Start); !ok || st != e.Start {
+				return nil, fmt.Errorf("calendar: saved state: event %d: bad start", e.ID)
+			}
+			if en, ok := calTime(e.End); !ok || en != e.End {
+				return nil, fmt.Errorf("calendar: saved state: event %d: bad end", e.ID)
+			}
+			if e.Room != "" && (a.room(e.Room) == nil || a.room(e.Room).ID != e.Room) {
+				return nil, fmt.Errorf("calendar: saved state: event %d: no room %q", e.ID, e.Room)
+			}
+			if err := a.check(e); err != nil {
+				return nil, fmt.Errorf("calendar: saved state: event %d: %v", e.ID, err)
+			}
+			a.events = append(a.events, e)
+		}
+		sort.Slice(a.events, func(i, j int) bool { return a.events[i].ID < a.events[j].ID })
+		a.Log = s.Log
+	}
+	a.routes()
+	return a, nil
+}
+
+// check validates an event's own fields.
+func (a *calApp) check(e *calEvent) error {
+	if e.Title == "" || !wacText(e.Title, calMaxTitle) {
+		return fmt.Errorf("title must be one line of 1-%d characters", calMaxTitle)
+	}
+	if _, ok := wacDate(e.Date); !ok {
+		return fmt.Errorf("date %q is not YYYY-MM-DD", e.Date)
+	}
+	if calMinutes(e.End) <= calMinutes(e.Start) {
+		return fmt.Errorf("end %s is not after start %s", e.End, e.Start)
+	}
+	if len(e.Attendees) > calMaxAttendees {
+		return fmt.Errorf("over %d attendees", calMaxAttendees)
+	}
+	for _, m := range e.Attendees {
+		if !wacEmailOK(m) {
+			return fmt.Errorf("attendee %q is not an email", m)
+		}
+	}
+	if !wacText(e.Organizer, 254) {
+		return fmt.Errorf("organizer is not one line")
+	}
+	return nil
+}
+
+func (a *calApp) organizer() string {
+	if a.mail != "" {
+		return a.mail
+	}
+	return a.me
+}
+
+func (a *calApp) nextID(taken map[int]bool) int {
+	n := 1
+	for _, e := range a.events {
+		if e.ID >= n {
+			n = e.ID + 1
+		}
+	}
+	for taken[n] {
+		n++
+	}
+	return n
+}
+
+// room finds a room by id or name, any case.
+func (a *calApp) room(s string) *calRoom {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	for i := range a.rooms {
+		if strings.EqualFold(a.rooms[i].ID, s) {
+			return &a.rooms[i]
+		}
+	}
+	for i := range a.rooms {
+		if strings.EqualFold(a.rooms[i].Name, s) {
+			return &a.rooms[i]
+		}
+	}
+	return nil
+}
+
+func (a *calApp) roomName(id string) string {
+	if r := a.room(id); r != nil {
+		return r.Name
+	}
+	return ""
+}
+
+func (a *calApp) event(r *http.Request) *calEvent {
+	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil {
+		return nil
+	}
+	for _, e := range a.events {
+		if e.ID == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// calTime normalizes H:MM or HH:MM (00:00 to 23:59).
+func calTime(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	h, m, ok := strings.Cut(s, ":")
+	if !ok || len(h) < 1 || len(h) > 2 || len(m) != 2 {
+		return "", false
+	}
+	hh, err1 := strconv.Atoi(h)
+	mm, err2 := strconv.Atoi(m)
+	if err1 != nil || err2 != nil || hh < 0 || hh > 23 || mm < 0 || mm > 59 || h[0] == '+' || h[0] == '-' || m[0] == '+' || m[0] == '-' {
+		return "", false
+	}
+	return fmt.Sprintf("%02d:%02d", hh, mm), true
+}
+
+func calMinutes(hhmm string) int {
+	if len(hhmm) != 5 {
+		return -1
+	}
+	h, _ := strconv.Atoi(hhmm[:2])
+	m, _ := strconv.Atoi(hhmm[3:])
+	return h*60 + m
+}
+
+// calAttendees parses a list of emails separated by commas, semicolons or
+// spaces; the error is a message for the form.
+func calAttendees(s string) ([]string, string) {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
+		f = strings.Trim(f, "<>")
+		if !wacEmailOK(f) {
+			return nil, "“" + wacClip(f, 60) + "” is not an email address."
+		}
+		if k := strings.ToLower(f); !seen[k] {
+			seen[k] = true
+			out = append(out, f)
+		}
+	}
+	if len(out) > calMaxAttendees {
+		return nil, fmt.Sprintf("An event can have at most %d attendees.", calMaxAttendees)
+	}
+	return out, ""
+}
+
+func (a *calApp) State() ([]byte, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := calState{Events: a.events, Log: a.Log}
+	if s.Events == nil {
+		s.Events = []*calEvent{}
+	}
+	if s.Log == nil {
+		s.Log = []Event{}
+	}
+	return json.Marshal(s)
+}
+
+func (a *calApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.site.mux.ServeHTTP(w, r) }
+
+func (a *calApp) routes() {
+	a.site = wacSite{mu: &a.mu, mux: http.NewServeMux(), fail: a.fail,
+		full: func() bool { return len(a.Log) >= MaxLog }}
+	s := &a.site
+	s.get("/{$}", func(r *http.Request) wacResp { return wacRedirect("/month/" + wacToday[:7]) })
+	s.get("/month/{ym}", a.month)
+	s.get("/week/{date}", a.week)
+	s.get("/day/{date}", a.day)
+	s.get("/event/{id}", a.show)
+	s.get("/rooms", a.roomsPage)
+	s.get("/search", a.search)
+	s.get("/new", a.newForm)
+	s.post("/new", a.create)
+	s.get("/event/{id}/edit", a.editForm)
+	s.post("/event/{id}/edit", a.edit)
+	s.get("/event/{id}/cancel", a.cancelForm)
+	s.post("/event/{id}/cancel", a.cancel)
+	s.notFound()
+}
+
+// --- views ---
+
+type calView struct {
+	Title  string
+	Site   string
+	Me     string
+	Mail   string
+	Nav    string
+	Q      string
+	Crumbs []wacCrumb
+	Flash  string
+	Today  string
+	Mini   calMonth // the sidebar's month
+	Rooms  []calRoom
+	P      any
+}
+
+var calFlashes = map[string]string{
+	"created":   "Event created.",
+	"saved":     "Event updated.",
+	"nochange":  "No changes to save.",
+	"cancelled": "Event cancelled. Attendees have been notified.",
+}
+
+type calItem struct {
+	*calEvent
+	RoomName string
+	Weekday  string // e.g. "Thu, Mar 5"
+	Color    string // a CSS class by room
+}
+
+type calDay struct {
+	Date    string
+	Num     int
+	In      bool // in the month shown
+	Today   bool
+	Items   []calItem
+	More    int
+	Weekday string
+}
+
+type calMonth struct {
+	YM, Name, Prev, Next string
+	Weeks                [][]calDay
+}
+
+func (a *calApp) item(e *calEvent) calItem {
+	wd := e.Date
+	if t, ok := wacDate(e.Date); ok {
+		wd = t.Format("Mon, Jan 2")
+	}
+	color := "c0"
+	for i, rm := range a.rooms {
+		if rm.ID == e.Room {
+			color = calColor(i)
+		}
+	}
+	return calItem{e, a.roomName(e.Room), wd, color}
+}
+
+// on lists the day's events by start time; cancelled ones only when asked.
+func (a *calApp) on(date string, cancelled bool) []calItem {
+	var out []calItem
+	for _, e := range a.events {
+		if e.Date == date && (cancelled || !e.Cancelled) {
+			out = append(out, a.item(e))
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Start != out[j].Start {
+			return out[i].Start < out[j].Start
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// monthGrid lays out month first's weeks, Monday first; each day carries
+// at most max events (max 0: none).
+func (a *calApp) monthGrid(first time.Time, max int) calMonth {
+	m := calMonth{YM: first.Format("2006-01"), Name: first.Format("January 2006"),
+		Prev: first.AddDate(0, -1, 0).Format("2006-01"), Next: first.AddDate(0, 1, 0).Format("2006-01")}
+	start := first.AddDate(0, 0, -((int(first.Weekday()) + 6) % 7))
+	for d := start; d.Before(first.AddDate(0, 1, 0)) || len(m.Weeks) == 0 || len(m.Weeks[len(m.Weeks)-1]) < 7; d = d.AddDate(0, 0, 1) {
+		if len(m.Weeks) == 0 || len(m.Weeks[len(m.Weeks)-1]) == 7 {
+			m.Weeks = append(m.Weeks, nil)
+		}
+		ds := d.Format(wacDateLayout)
+		day := calDay{Date: ds, Num: d.Day(), In: d.Month() == first.Month(), Today: ds == wacToday}
+		if max > 0 {
+			items := a.on(ds, false)
+			if len(items) > max {
+				day.More = len(items) - max
+				items = items[:max]
+			}
+			day.Items = items
+		}
+		w := &m.Weeks[len(m.Weeks)-1]
+		*w = append(*w, day)
+	}
+	return m
+}
+
+func (a *calApp) page(r *http.Request, status int, page, title, nav string, crumbs []wacCrumb, p any) wacResp {
+	first, _ := time.Parse("2006-01", wacToday[:7])
+	v := calView{Title: title, Site: a.name, Me: a.me, Mail: a.mail, Nav: nav, Crumbs: crumbs, Today: wacToday,
+		Flash: calFlashes[r.URL.Query().Get("flash")], Mini: a.monthGrid(first, 0), Rooms: a.rooms, P: p}
+	return wacPage(calTmpl[page], status, v)
+}
+
+func (a *calApp) fail(status int, msg string) wacResp {
+	first, _ := time.Parse("2006-01", wacToday[:7])
+	v := calView{Title: http.StatusText(status), Site: a.name, Me: a.me, Mail: a.mail, Today: wacToday,
+		Mini: a.monthGrid(first, 0), Rooms: a.rooms,
+		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
+	return wacPage(calTmpl["error"], status, v)
+}
+
+var calHome = wacCrumb{"Calendar", "/"}
+
+func (a *calApp) month(r *http.Request) wacResp {
+	first, err := time.Parse("2006-01", r.PathValue("ym"))
+	if err != nil || first.Year() < 1970 || first.Year() > 2199 {
+		return a.fail(http.StatusNotFound, "That is not a month this calendar shows (use YYYY-MM).")
+	}
+	m := a.monthGrid(first, 3)
+	newDate := first.Format(wacDateLayout)
+	if wacToday[:7] == m.YM {
+		newDate = wacToday
+	}
+	return a.page(r, http.StatusOK, "month", m.Name, "month", nil, map[string]any{"M": m, "New": newDate})
+}
+
+func (a *calApp) dayParam(r *http.Request) (time.Time, bool) {
+	return wacDate(r.PathValue("date"))
+}
+
+func (a *calApp) week(r *http.Request) wacResp {
+	d, ok := a.dayParam(r)
+	if !ok {
+		return a.fail(http.StatusNotFound, "That is not a date (use YYYY-MM-DD).")
+	}
+	mon := d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
+	var days []calDay
+	for i := 0; i < 7; i++ {
+		x := mon.AddDate(0, 0, i)
+		ds := x.Format(wacDateLayout)
+		days = append(days, calDay{Date: ds, Num: x.Day(), In: true, Today: ds == wacToday, Items: a.on(ds, false), Weekday: x.Format("Mon Jan 2")})
+	}
+	sun := mon.AddDate(0, 0, 6)
+	title := mon.Format("Jan 2") + " – " + sun.Format("Jan 2, 2006")
+	return a.page(r, http.StatusOK, "week", "Week of "+mon.Format("Jan 2, 2006"), "week", nil, map[string]any{
+		"Days": days, "Name": title, "Prev": mon.AddDate(0, 0, -7).Format(wacDateLayout), "Next": mon.AddDate(0, 0, 7).Format(wacDateLayout),
+		"Month": mon.Format("2006-01")})
+}
+
+type calRoomDay struct {
+	calRoom
+	Items []calItem
+}
+
+func (a *calApp) day(r *http.Request) wacResp {
+	d, ok := a.dayParam(r)
+	if !ok {
+		return a.fail(http.StatusNotFound, "That is not a date (use YYYY-MM-DD).")
+	}
+	ds := d.Format(wacDateLayout)
+	items := a.on(ds, true)
+	var rooms []calRoomDay
+	for _, rm := range a.rooms {
+		rd := calRoomDay{calRoom: rm}
+		for _, it := range items {
+			if it.Room == rm.ID && !it.Cancelled {
+				rd.Items = append(rd.Items, it)
+			}
+		}
+		rooms = append(rooms, rd)
+	}
+	return a.page(r, http.StatusOK, "day", d.Format("Monday, January 2, 2006"), "day",
+		[]wacCrumb{calHome, {d.Format("January 2006"), "/month/" + d.Format("2006-01")}, {d.Format("Mon, Jan 2"), ""}},
+		map[string]any{"Date": ds, "Name": d.Format("Monday, January 2, 2006"), "Items": items, "RoomDays": rooms,
+			"Prev": d.AddDate(0, 0, -1).Format(wacDateLayout), "Next": d.AddDate(0, 0, 1).Format(wacDateLayout), "IsToday": ds == wacToday})
+}
+
+func (a *calApp) crumbs(e *calEvent, last string) []wacCrumb {
+	c := []wacCrumb{calHome}
+	if t, ok := wacDate(e.Date); ok {
+		c = append(c, wacCrumb{t.Format("Mon, Jan 2"), "/day/" + e.Date})
+	}
+	c = append(c, wacCrumb{e.Title, "/event/" + strconv.Itoa(e.ID)})
+	if last != "" {
+		c = append(c, wacCrumb{last, ""})
+	} else {
+		c[len(c)-1].URL = ""
+	}
+	return c
+}
+
+func (a *calApp) show(r *http.Request) wacResp {
+	e := a.event(r)
+	if e == nil {
+		return a.fail(http.StatusNotFound, "There is no such event.")
+	}
+	long := e.Date
+	if t, ok := wacDate(e.Date); ok {
+		long = t.Format("Monday, January 2, 2006")
+	}
+	var rm *calRoom
+	if e.Room != "" {
+		rm = a.room(e.Room)
+	}
+	return a.page(r, http.StatusOK, "event", e.Title, "", a.crumbs(e, ""), map[string]any{"E": e, "Long": long, "Room": rm, "Color": a.item(e).Color})
+}
+
+func (a *calApp) roomsPage(r *http.Request) wacResp {
+	type row struct {
+		calRoom
+		Today    int
+		Upcoming int
+	}
+	var rows []row
+	for _, rm := range a.rooms {
+		x := row{calRoom: rm}
+		for _, e := range a.events {
+			if e.Room == rm.ID && !e.Cancelled {
+				if e.Date == wacToday {
+					x.Today++
+				}
+				if e.Date >= wacToday {
+					x.Upcoming++
+				}
+			}
+		}
+		rows = append(rows, x)
+	}
+	return a.page(r, http.StatusOK, "rooms", "Rooms", "rooms", []wacCrumb{calHome, {"Rooms", ""}}, map[string]any{"Rows": rows})
+}
+
+func (a *calApp) search(r *http.Request) wacResp {
+	q := wacClip(strings.TrimSpace(strings.ToValidUTF8(r.URL.Query().Get("q"), "")), 200)
+	var items []calItem
+	if q != "" {
+		lq := strings.ToLower(q)
+		for _, e := range a.events {
+			hay := strings.ToLower(e.Title + " " + strings.Join(e.Attendees, " ") + " " + a.roomName(e.Room) + " " + e.Organizer)
+			if strings.Contains(hay, lq) {
+				items = append(items, a.item(e))
+			}
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if items[i].Date != items[j].Date {
+			return items[i].Date < items[j].Date
+		}
+		return items[i].Start < items[j].Start
+	})
+	return a.page(r, http.StatusOK, "search", "Search", "", []wacCrumb{calHome, {"Search", ""}}, map[string]any{"Q": q, "Items": items})
+}
+
+// --- forms ---
+
+type calForm struct {
+	ID                                                int
+	Mode, Action                                      string
+	Title, Date, Start, End, Room, Attendees, Heading string
+	Rooms                                             []calRoom
+	Errs                                              map[string]string
+	Focus                                             string
+}
+
+func calPrefill(f *calForm, q url.Values, a *calApp) {
+	for _, p := range []struct {
+		key string
+		dst *string
+		max int
+	}{{"title", &f.Title, 300}, {"date", &f.Date, 20}, {"start", &f.Start, 10}, {"end", &f.End, 10}, {"attendees", &f.Attendees, 3000}} {
+		if v := q.Get(p.key); v != "" {
+			*p.dst = wacClip(v, p.max)
+		}
+	}
+	if q.Has("room") {
+		if rm := a.room(q.Get("room")); rm != nil {
+			f.Room = rm.ID
+		} else if q.Get("room") == "" {
+			f.Room = ""
+		}
+	}
+}
+
+func (a *calApp) newForm(r *http.Request) wacResp {
+	f := calForm{Mode: "new", Action: "/new", Heading: "New event", Rooms: a.rooms, Focus: "title", Date: wacToday, Start: "09:00", End: "10:00"}
+	calPrefill(&f, r.URL.Query(), a)
+	return a.page(r, http.StatusOK, "form", "New event", "new", []wacCrumb{calHome, {"New event", ""}}, f)
+}
+
+// read validates the event form against the other events (self is the
+// event being edited, nil for a new one).
+func (a *calApp) read(f url.Values, self *calEvent) (*calEvent, map[string]string) {
+	e := &calEvent{Title: strings.Join(strings.Fields(f.Get("title")), " "), Date: strings.TrimSpace(f.Get("date"))}
+	errs := map[string]string{}
+	if e.Title == "" {
+		errs["title"] = "Add a title."
+	} else if !wacText(e.Title, calMaxTitle) {
+		errs["title"] = fmt.Sprintf("A title is one line of at most %d characters.", calMaxTitle)
+	}
+	if e.Date == "" {
+		errs["date"] = "Enter a date."
+	} else if _, ok := wacDate(e.Date); !ok {
+		errs["date"] = "Enter a real date as YYYY-MM-DD, e.g. 2026-03-05."
+	}
+	var ok bool
+	if e.Start, ok = calTime(f.Get("start")); !ok {
+		errs["start"] = "Enter a start time as HH:MM (24-hour), e.g. 09:30."
+	}
+	if e.End, ok = calTime(f.Get("end")); !ok {
+		errs["end"] = "Enter an end time as HH:MM (24-hour), e.g. 10:30."
+	}
+	if errs["start"] == "" && errs["end"] == "" && calMinutes(e.End) <= calMinutes(e.Start) {
+		errs["end"] = "The event must end after it starts."
+	}
+	var rm *calRoom
+	if v := strings.TrimSpace(f.Get("room")); v != "" {
+		if rm = a.room(v); rm == nil {
+			errs["room"] = "Choose one of the rooms."
+		} else {
+			e.Room = rm.ID
+		}
+	}
+	att, msg := calAttendees(f.Get("attendees"))
+	if msg != "" {
+		errs["attendees"] = msg
+	}
+	e.Attendees = att
+	e.Organizer = a.organizer()
+	if self != nil {
+		e.ID, e.Organizer = self.ID, self.Organizer
+	}
+	if rm != nil && errs["attendees"] == "" {
+		people := len(att)
+		listed := false
+		for _, m := range att {
+			listed = listed || strings.EqualFold(m, e.Organizer)
+		}
+		if !listed {
+			people++
+		}
+		if people > rm.Capacity {
+			errs["room"] = fmt.Sprintf("%s seats %d; this event has %d people (you and %d attendees).", rm.Name, rm.Capacity, people, len(att))
+			if listed {
+				errs["room"] = fmt.Sprintf("%s seats %d; this event has %d people.", rm.Name, rm.Capacity, people)
+			}
+		}
+	}
+	if len(errs) == 0 && rm != nil {
+		s, en := calMinutes(e.Start), calMinutes(e.End)
+		for _, o := range a.events {
+			if o == self || o.Cancelled || o.Room != rm.ID || o.Date != e.Date {
+				continue
+			}
+			if s < calMinutes(o.End) && calMinutes(o.Start) < en {
+				errs["room"] = fmt.Sprintf("%s is already booked from %s to %s (“%s”). Choose another time or room.", rm.Name, o.Start, o.End, o.Title)
+				break
+			}
+		}
+	}
+	return e, errs
+}
+
+func (a *calApp) again(r *http.Request, fm calForm, f url.Values, errs map[string]string, crumbs []wacCrumb) wacResp {
+	fm.Title, fm.Date, fm.Start, fm.End = wacClip(f.Get("title"), 300), wacClip(f.Get("date"), 20), wacClip(f.Get("start"), 10), wacClip(f.Get("end"), 10)
+	fm.Attendees = wacClip(f.Get("attendees"), 3000)
+	if rm := a.room(f.Get("room")); rm != nil {
+		fm.Room = rm.ID
+	}
+	fm.Rooms, fm.Errs = a.rooms, errs
+	fm.Focus = adminFirst(errs, "title", "date", "start", "end", "room", "attendees")
+	return a.page(r, http.StatusUnprocessableEntity, "form", fm.Heading, fm.Mode, crumbs, fm)
+}
+
+func (a *calApp) create(r *http.Request, f url.Values) wacResp {
+	e, errs := a.read(f, nil)
+	if len(errs) == 0 && len(a.events) >= calMaxEvents {
+		errs["title"] = fmt.Sprintf("This calendar holds at most %d events.", calMaxEvents)
+	}
+	if len(errs) > 0 {
+		return a.again(r, calForm{Mode: "new", Action: "/new", Heading: "New event"}, f, errs, []wacCrumb{calHome, {"New event", ""}})
+	}
+	e.ID = a.nextID(nil)
+	a.add("create_event", map[string]string{"id": strconv.Itoa(e.ID), "title": e.Title, "date": e.Date, "start": e.Start,
+		"end": e.End, "room": e.Room, "attendees": strings.Join(e.Attendees, ",")})
+	a.events = append(a.events, e)
+	return wacRedirect("/event/" + strconv.Itoa(e.ID) + "?flash=created")
+}
+
+func (a *calApp) editForm(r *http.Request) wacResp {
+	e := a.event(r)
+	if e == nil {
+		return a.fail(http.StatusNotFound, "There is no such event.")
+	}
+	if e.Cancelled {
+		return a.fail(http.StatusConflict, "This event was cancelled and can no longer be changed.")
+	}
+	f := calForm{ID: e.ID, Mode: "edit", Action: "/event/" + strconv.Itoa(e.ID) + "/edit", Heading: "Edit event", Rooms: a.rooms, Focus: "title",
+		Title: e.Title, Date: e.Date, Start: e.Start, End: e.End, Room: e.Room, Attendees: strings.Join(e.Attendees, ", ")}
+	calPrefill(&f, r.URL.Query(), a)
+	return a.page(r, http.StatusOK, "form", "Edit "+e.Title, "", a.crumbs(e, "Edit"), f)
+}
+
+func (a *calApp) edit(r *http.Request, f url.Values) wacResp {
+	old := a.event(r)
+	if old == nil {
+		return a.fail(http.StatusNotFound, "There is no such event.")
+	}
+	if old.Cancelled {
+		return a.fail(http.StatusConflict, "This event was cancelled and can no longer be changed.")
+	}
+	e, errs := a.read(f, old)
+	if len(errs) > 0 {
+		return a.again(r, calForm{ID: old.ID, Mode: "edit", Action: "/event/" + strconv.Itoa(old.ID) + "/edit", Heading: "Edit event"}, f, errs, a.crumbs(old, "Edit"))
+	}
+	fields := map[string]string{}
+	for _, c := range []struct{ k, o, n string }{{"title", old.Title, e.Title}, {"date", old.Date, e.Date}, {"start", old.Start, e.Start},
+		{"end", old.End, e.End}, {"room", old.Room, e.Room}, {"attendees", strings.Join(old.Attendees, ","), strings.Join(e.Attendees, ",")}} {
+		if c.o != c.n {
+			fields[c.k] = c.n
+		}
+	}
+	to := "/event/" + strconv.Itoa(old.ID)
+	if len(fields) == 0 {
+		return wacRedirect(to + "?flash=nochange")
+	}
+	fields["id"], fields["title"] = strconv.Itoa(old.ID), e.Title
+	a.add("edit_event", fields)
+	old.Title, old.Date, old.Start, old.End, old.Room, old.Attendees = e.Title, e.Date, e.Start, e.End, e.Room, e.Attendees
+	return wacRedirect(to + "?flash=saved")
+}
+
+func (a *calApp) cancelForm(r *http.Request) wacResp {
+	e := a.event(r)
+	if e == nil {
+		return a.fail(http.StatusNotFound, "There is no such event.")
+	}
+	return a.page(r, http.StatusOK, "cancel", "Cancel "+e.Title, "", a.crumbs(e, "Cancel"), map[string]any{"E": a.item(e), "Err": ""})
+}
+
+func (a *calApp) cancel(r *http.Request, f url.Values) wacResp {
+	e := a.event(r)
+	if e == nil {
+		return a.fail(http.StatusNotFound, "There is no such event.")
+	}
+	msg := ""
+	if e.Cancelled {
+		msg = "This event is already cancelled."
+	} else if f.Get("confirm") != "yes" {
+		msg = "Confirm that you want to cancel this event."
+	}
+	if msg != "" {
+		return a.page(r, http.StatusUnprocessableEntity, "cancel", "Cancel "+e.Title, "", a.crumbs(e, "Cancel"), map[string]any{"E": a.item(e), "Err": msg})
+	}
+	a.add("cancel_event", map[string]string{"id": strconv.Itoa(e.ID), "title": e.Title})
+	e.Cancelled = true
+	return wacRedirect("/event/" + strconv.Itoa(e.ID) + "?flash=cancelled")
+}
