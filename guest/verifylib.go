@@ -62,6 +62,8 @@ var checkOps = []string{
 	"file PATH     succeeds iff PATH is a regular file",
 	"dir PATH      succeeds iff PATH is a directory",
 	"absent PATH   succeeds iff nothing is at PATH",
+	"cells PATH    the non-empty cells of a spreadsheet (.fods, .ods), one a line: SHEET, REF, VALUE, FORMULA, TYPE, PROPS",
+	"paras PATH    the paragraphs of a text document (.fodt, .odt), one a line: h|p, LEVEL|STYLE, PROPS, TEXT",
 }
 
 // CheckMain is `guestd check ARGS...`: it runs one op with $AGENT_HOME as
@@ -119,8 +121,10 @@ func Check(args []string, anchor string, stdout, stderr io.Writer) int {
 func checkOp(op, path, anchor string, w *bufio.Writer) error {
 	switch op {
 	case "read", "list", "type", "mode", "file", "dir", "absent":
+	case "cells", "paras":
+		return checkDoc(op, path, anchor, w)
 	default:
-		return failf(CheckUsage, "unknown op (want read, list, type, mode, file, dir or absent)")
+		return failf(CheckUsage, "unknown op (want read, list, type, mode, file, dir, absent, cells or paras)")
 	}
 	if !filepath.IsAbs(path) {
 		return failf(CheckUsage, "the path must be absolute")
@@ -371,6 +375,8 @@ sk_mode() { "$SK_GUESTD" check mode "$@"; }
 sk_is_file() { "$SK_GUESTD" check file "$@"; }
 sk_is_dir() { "$SK_GUESTD" check dir "$@"; }
 sk_absent() { "$SK_GUESTD" check absent "$@"; }
+sk_cells() { "$SK_GUESTD" check cells "$@"; }
+sk_paras() { "$SK_GUESTD" check paras "$@"; }
 sk_text_is() { _sk_text=$(sk_read "$1") && [ "$_sk_text" = "$2" ]; }
 sk_mode_has() { _sk_mode=$(sk_mode "$1") && [ $((0$_sk_mode & $2)) -eq $(($2)) ]; }
 `
