@@ -108,6 +108,11 @@ func (s *Server) startApp(app string, args []string) (pid int, exited <-chan str
 	cmd := &exec.Cmd{Path: path, Args: append([]string{app}, args...), Env: s.cfg.Env, Dir: envHome(s.cfg.Env),
 		Stdin: null, Stdout: null, Stderr: null}
 	var attach func(int, <-chan struct{})
+	if isOffice(app) {
+		if err := s.prepareOffice(cmd); err != nil {
+			return 0, nil, err
+		}
+	}
 	if isBrowser(app) {
 		var cleanup func()
 		if attach, cleanup, err = s.prepareBrowser(cmd); err != nil {

@@ -3,8 +3,11 @@ package guest
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 
+	"github.com/shinken-rl/shinken/aci"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,5 +164,27 @@ func WriteOfficeProfile(home string, uid, gid int) error {
 		}
 		b = b[n:]
 	}
+	return nil
+}
+
+// officeNames are the app names that start LibreOffice.
+var officeNames = map[string]bool{"libreoffice": true, "soffice": true, "localc": true, "lowriter": true, "loimpress": true}
+
+// isOffice reports whether app starts LibreOffice.
+func isOffice(app string) bool { return officeNames[filepath.Base(app)] }
+
+// prepareOffice makes sure the agent's LibreOffice profile has the
+// sandbox's settings (WriteOfficeProfile; a family's golden setup starts
+// LibreOffice once, so its episodes find the profile already made) and
+// starts it without the recovery dialog or the splash screen.
+func (s *Server) prepareOffice(cmd *exec.Cmd) error {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if id := s.cfg.Agent; id.distinct() {
+		uid, gid = id.UID, id.GID
+	}
+	if err := WriteOfficeProfile(envHome(s.cfg.Env), uid, gid); err != nil {
+		return aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
+	}
+	cmd.Args = append(append([]string{cmd.Args[0]}, "--norestore", "--nologo"), cmd.Args[1:]...)
 	return nil
 }
