@@ -309,9 +309,12 @@ func (s *Server) runPlays(ctx context.Context, family string, plays []play, para
 	return fails, tr
 }
 
-// homeDigest lists every file of the home with its checksum, but for what
-// apps stamp with the time they started (caches, the recent-files list).
-const homeDigest = `cd "$HOME" && find . -xdev \( -type f -o -type l \) ! -path './.cache/*' ! -name recently-used.xbel -print0 | sort -z | xargs -0r sha256sum`
+// homeDigest lists every regular file of the home with its checksum and
+// every link with its target, but for what apps stamp with the time they
+// started: caches, the recent-files list, and the profiles of the browser
+// and the office suite, which they rewrite while they run (history,
+// sessions, their own databases).
+const homeDigest = `cd "$HOME" && { find . -xdev -type f ! -path './.cache/*' ! -path './.config/chromium/*' ! -path './.config/libreoffice/*' ! -name recently-used.xbel -print0 | sort -z | xargs -0r sha256sum; find . -xdev -type l ! -path './.config/chromium/*' ! -path './.config/libreoffice/*' -printf '%p -> %l\n' | sort; }`
 
 // runPlay runs one episode on the worker's env (created by its first reset).
 func (s *Server) runPlay(ctx context.Context, family string, p *play, env *string) playResult {
