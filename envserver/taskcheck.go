@@ -39,7 +39,12 @@ type CheckOptions struct {
 	// normalized reward (TaskCheck.Transfer): what memorizing one answer
 	// per family earns. It passes or fails nothing by itself.
 	Transfer int
-	Logf     func(format string, args ...any)
+	// Smoke plays only doing nothing and the oracle on each seed: a
+	// quick proof that a recorded family still works here (the suite
+	// test's pass over the browser and office families), not a check to
+	// record.
+	Smoke bool
+	Logf  func(format string, args ...any)
 }
 
 // TaskCheck is one family's result.
@@ -156,6 +161,10 @@ func checkPlays(t *configs.Task, opts CheckOptions, rotate int) ([]play, error) 
 		}
 		done := [][]aci.Action{{{Verb: aci.Done}}}
 		sp("doing nothing (done)", done, lo, "the minimum")
+		if opts.Smoke {
+			sp("the oracle", in.Solution, top, "the maximum")
+			continue
+		}
 		if !infeasible(in) {
 			sp("giving up (fail)", [][]aci.Action{{{Verb: aci.Fail}}}, below, "below the maximum")
 		}
