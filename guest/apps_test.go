@@ -39,6 +39,10 @@ type shippedApp struct {
 	args  []string
 	setup []aci.Action // run once after launch (scrollback to scroll through)
 	acts  []appAction
+	// busy: the app's own timers keep its processes from ever looking
+	// idle (Chromium's compositor and renderer), so its steps settle by
+	// the damage windows, not the idle settle.
+	busy bool
 }
 
 func at(w aci.Window, fx, fy float64) *aci.Target {
@@ -100,6 +104,16 @@ func shippedApps() []shippedApp {
 				}},
 				{name: "menu", act: menu, undo: escape},
 			}},
+		{app: "chromium", args: []string{chromiumPage}, busy: true, // the text field has the focus
+			acts: []appAction{
+				{name: "click", act: clickPx(345, 100), alt: clickPx(345, 100), undo: &aci.Action{Verb: aci.Click, Target: aci.Px(150, 100)}}, // the button counts clicks; the field gets the focus back
+				{name: "type", act: typ("abc")},
+				{name: "key", act: key("BackSpace")},
+				{name: "scroll", act: scroll(3)},
+				{name: "menu", act: func(w aci.Window) aci.Action { // the browser's own menu, top right
+					return aci.Action{Verb: aci.Click, Target: atPx(w, w.Geometry.W-28, 62)}
+				}, undo: escape},
+			}},
 		{app: "pcmanfm",
 			acts: []appAction{
 				{name: "click", act: clickPx(205, 98), alt: clickPx(300, 98)}, // two icons
@@ -110,6 +124,10 @@ func shippedApps() []shippedApp {
 			}},
 	}
 }
+
+// chromiumPage is the page the fidelity tests drive in Chromium: a text
+// field, a button that counts its clicks and a page tall enough to scroll.
+const chromiumPage = `data:text/html,<body style="margin:0;font:16px sans-serif"><input autofocus style="width:300px;margin:4px"><button style="margin:4px" onclick="this.textContent=++this.n||(this.n=1)">press</button><div style="height:4000px;background:linear-gradient(white,rgb(40,90,200))">tall</div></body>`
 
 // appDesk is a 1280x800 desktop under openbox whose HOME holds a few files
 // (something for the file manager to show) and turns the GTK cursor blink
