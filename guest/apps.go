@@ -48,6 +48,21 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 	return s.pointerInto(ctx, res)
 }
 
+// descendsFrom reports whether pid's ancestors, read from /proc, include
+// anc.
+func descendsFrom(pid, anc int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		st, ok := readStat(pid)
+		if !ok {
+			return false
+		}
+		if pid = st.ppid; pid == anc {
+			return true
+		}
+	}
+	return false
+}
+
 // launchWindowWait bounds how long launch_app waits for the app's window.
 const launchWindowWait = 10 * time.Second
 
@@ -73,6 +88,13 @@ func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan stru
 				if w.PID == pid {
 					res.WindowID = w.ID
 					break
+				}
+			}
+			// A launcher that starts the app as its child (LibreOffice's
+			// script runs soffice.bin): a window of a descendant.
+			for _, w := range list.Windows {
+				if res.WindowID == 0 && w.PID > 0 && w.PID != pid && descendsFrom(w.PID, pid) {
+					res.WindowID = w.ID
 				}
 			}
 			return nil

@@ -114,6 +114,15 @@ func shippedApps() []shippedApp {
 					return aci.Action{Verb: aci.Click, Target: atPx(w, w.Geometry.W-28, 62)}
 				}, undo: escape},
 			}},
+		{app: "libreoffice", args: []string{"--calc"}, busy: true,
+			acts: []appAction{
+				{name: "click", act: func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: at(w, 0.3, 0.5)} },
+					alt: func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: at(w, 0.4, 0.5)} }}, // two cells
+				{name: "type", act: typ("123")},
+				{name: "key", act: key("Return")},
+				{name: "scroll", act: func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Scroll, Target: at(w, 0.5, 0.6), DY: 3} }},
+				{name: "menu", act: menu, undo: escape},
+			}},
 		{app: "pcmanfm",
 			acts: []appAction{
 				{name: "click", act: clickPx(205, 98), alt: clickPx(300, 98)}, // two icons
