@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -257,3 +258,46 @@ func within(base, ctx context.Context) (context.Context, context.CancelFunc) {
 
 // isBrowser reports whether app starts Chromium.
 func isBrowser(app string) bool { return browserNames[filepath.Base(app)] }
+
+// browserExports are the files of the agent's Chromium profile a verifier
+// may read: Chromium keeps its profile private to its user (0700, files
+// 0600), so the verifier's uid could not read them itself.
+var browserExports = []string{"Bookmarks", "Preferences"}
+
+// exportBrowser copies the browser's exported files from the agent's
+// profile under agentHome into dir, the verifier's, owned by id, and
+// returns how many it copied. Each is read as the check mode reads an
+// agent's file (verifylib.go: a regular file, no link followed anywhere
+// below the home, bounded, never blocking), with guestd's rights; a file
+// that fails that is left out, so the verifier finds it missing.
+func exportBrowser(agentHome, dir string, id *Identity) (int, error) {
+	profile := filepath.Join(agentHome, ".config", "chromium", "Default")
+	n := 0
+	for _, name := range browserExports {
+		var out, errb bytes.Buffer
+		if Check([]string{"read", filepath.Join(profile, name)}, agentHome, &out, &errb) != CheckOK {
+			continue
+		}
+		if n == 0 {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return 0, err
+			}
+			if id.distinct() {
+				if err := os.Chown(dir, id.UID, id.GID); err != nil {
+					return 0, err
+				}
+			}
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
+			return 0, err
+		}
+		if id.distinct() {
+			if err := os.Chown(p, id.UID, id.GID); err != nil {
+				return 0, err
+			}
+		}
+		n++
+	}
+	return n, nil
+}
