@@ -52,11 +52,27 @@ type Options struct {
 	// Episodes is how many episodes the integrity scenario plays (default
 	// 1000; quick 24).
 	Episodes int
+	// DensityTask, DensityN, DensityHold and DensityBatch configure the
+	// density scenario: N live episodes of the task (default
+	// shop-buy-cheapest, 48), reset in batches of DensityBatch (8), held
+	// while each steps once per 3 s for DensityHold (60 s).
+	DensityTask  string
+	DensityN     int
+	DensityHold  time.Duration
+	DensityBatch int
+	// Apps limits the apps scenario to these rows (xterm, mousepad,
+	// chromium, calc, writer); empty measures all.
+	Apps []string
 }
 
 // Scenarios lists every scenario name in the order Run executes them.
-// integrity runs only when named: it plays a thousand hostile episodes.
-var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput", "integrity"}
+// integrity, apps and density run only when named: the first plays a
+// thousand hostile episodes, the others run browsers and office suites
+// for minutes.
+var Scenarios = []string{"lifecycle", "latency", "dedup", "stepcost", "throughput", "integrity", "apps", "density"}
+
+// onlyNamed are the scenarios a run without -scenarios leaves out.
+var onlyNamed = []string{"integrity", "apps", "density"}
 
 const defaultTask = "xterm-hello-file"
 
@@ -74,15 +90,21 @@ type sizes struct {
 	dedupSteps    int           // steps per dedup configuration
 	costSteps     int           // measured steps per format of the stepcost scenario
 	costWarmup    int           // unmeasured steps before them
+	appResets     int           // apps: in-place resets per app
+	appSteps      int           // apps: settled steps per action kind
+	appSlow       int           // apps: OSWorld-way rounds per action kind
+	appExecs      int           // apps: xdotool+scrot rounds per action kind
 }
 
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{latencySteps: 15, pools: []int{1, 2, 4}, window: 3 * time.Second, warmup: time.Second,
-			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 12, costWarmup: 3}
+			coldTasks: 1, warmResets: 3, forkNs: []int{1, 4}, forkReps: 1, dedupReplicas: 2, dedupSteps: 4, costSteps: 12, costWarmup: 3,
+			appResets: 2, appSteps: 3, appSlow: 1, appExecs: 3}
 	}
 	return sizes{latencySteps: 200, pools: []int{1, 2, 4, 8, 16, 32}, window: 20 * time.Second, warmup: 3 * time.Second,
-		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150, costWarmup: 10}
+		coldTasks: 4, warmResets: 12, forkNs: []int{1, 4, 8, 16}, forkReps: 3, dedupReplicas: 8, dedupSteps: 12, costSteps: 150, costWarmup: 10,
+		appResets: 10, appSteps: 20, appSlow: 5, appExecs: 20}
 }
 
 // Report is everything a run measured. Sections of scenarios that were not
@@ -100,6 +122,8 @@ type Report struct {
 	Dedup      *Dedup      `json:"dedup,omitempty"`
 	StepCost   *StepCost   `json:"stepcost,omitempty"`
 	Integrity  *Integrity  `json:"integrity,omitempty"`
+	Apps       *Apps       `json:"apps,omitempty"`
+	Density    *Density    `json:"density,omitempty"`
 	Errors     []string    `json:"errors,omitempty"`
 }
 
@@ -143,6 +167,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Task == "" {
 		opts.Task = defaultTask
 	}
+	if opts.DensityTask == "" {
+		opts.DensityTask = DefaultDensityTask
+	}
 	tasks, err := configs.LoadTasks("")
 	if err != nil {
 		return nil, err
@@ -174,6 +201,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := writeIntegrityTask(dir, tasks); err != nil {
 		return nil, err
 	}
+	if selected(opts.Scenarios, "density") && len(opts.Scenarios) > 0 && tasks[opts.DensityTask] == nil {
+		return nil, fmt.Errorf("bench: unknown density task %q", opts.DensityTask)
+	}
+	if err := writeAppCopies(dir, tasks, appTasks(tasks, opts.DensityTask)); err != nil {
+		return nil, err
+	}
 	b := &runner{opts: opts, sz: sz, tasks: tasks, taskDir: dir, report: r}
 	start := time.Now()
 	for _, name := range Scenarios {
@@ -183,7 +216,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if name == "integrity" && len(opts.Scenarios) == 0 {
+		if contains(onlyNamed, name) && len(opts.Scenarios) == 0 {
 			continue
 		}
 		if name == "stepcost" && len(opts.Scenarios) == 0 && opts.Envserver == "" {
@@ -208,6 +241,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			r.StepCost, err = b.stepCost(ctx)
 		case "integrity":
 			r.Integrity, err = b.integrity(ctx)
+		case "apps":
+			r.Apps, err = b.apps(ctx)
+		case "density":
+			r.Density, err = b.density(ctx)
 		}
 		if err != nil {
 			opts.Logf("bench: %s failed: %v", name, err)
@@ -217,7 +254,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	r.Seconds = time.Since(start).Seconds()
-	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil && r.Integrity == nil {
+	if r.Latency == nil && r.Throughput == nil && r.Lifecycle == nil && r.Dedup == nil && r.StepCost == nil && r.Integrity == nil && r.Apps == nil && r.Density == nil {
 		return r, fmt.Errorf("bench: every scenario failed: %s", strings.Join(r.Errors, "; "))
 	}
 	return r, ctx.Err()

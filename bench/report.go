@@ -258,6 +258,15 @@ func Table(r *Report) string {
 		tw.Flush()
 		sb.WriteString("\n")
 	}
+	if a := r.Apps; a != nil {
+		sb.WriteString(appsTable(a))
+		sb.WriteString("\n")
+	}
+	if d := r.Density; d != nil {
+		sb.WriteString("Density: ")
+		sb.WriteString(densityTables(d))
+		sb.WriteString("\n")
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&sb, "FAILED %s\n", e)
 	}
@@ -390,6 +399,12 @@ func Markdown(r *Report, charts []ChartFile) string {
 				fmtMS(run.ByProcess), fmtMS(run.Phases))
 		}
 		sb.WriteString("\n*phases*: act (input, with its settle), observe (settle, capture, encode in guestd, and the server's handling of the frame), settle/capture/encode where the guest reports them, http = the client's wall time outside those (request and reply encoding and transfer).\n\n")
+	}
+	if a := r.Apps; a != nil {
+		sb.WriteString(appsMarkdown(a))
+	}
+	if d := r.Density; d != nil {
+		sb.WriteString(densityMarkdown(d))
 	}
 	if len(charts) > 0 {
 		sb.WriteString("## Charts\n\n")

@@ -4,6 +4,8 @@
 //	bench --quick --out bench-out     # the CI smoke run, under 2 minutes
 //	bench --out bench-out             # the full set
 //	bench --scenarios latency,dedup   # some scenarios only
+//	bench --scenarios apps            # real applications, per app
+//	bench --scenarios density --density-n 48 --density-task shop-buy-cheapest
 //
 // guestd must sit next to the bench binary (make build puts both in bin/)
 // or be passed with --guestd.
@@ -39,10 +41,16 @@ func main() {
 	baseline := flag.String("baseline-envserver", "", "an older envserver binary (its guestd beside it) the stepcost scenario also measures, in the same run")
 	resetMode := flag.String("reset-mode", "", "the servers' reset mode: inplace or reboot (default: the shipped config's); run once per mode to compare")
 	episodes := flag.Int("episodes", 0, "episodes the integrity scenario plays (default 1000; quick 24)")
+	apps := flag.String("apps", "", "comma-separated rows of the apps scenario (xterm,mousepad,chromium,calc,writer; default all)")
+	densityTask := flag.String("density-task", bench.DefaultDensityTask, "task the density scenario holds live episodes of")
+	densityN := flag.Int("density-n", bench.DefaultDensityN, "live episodes the density scenario holds at once (its server's pool size too)")
+	densityHold := flag.Duration("density-hold", bench.DefaultDensityHold, "how long the density scenario steps its episodes once all are live")
+	densityBatch := flag.Int("density-batch", bench.DefaultDensityBatch, "envs per POST /v1/reset of the density scenario's burst (batches go one after the other)")
 	flag.Parse()
 
 	opts := bench.Options{Quick: *quick, GuestdPath: *guestd, Task: *task, ResetMode: *resetMode, Logf: log.Printf,
-		Envserver: *envserver, BaselineEnvserver: *baseline, Episodes: *episodes}
+		Envserver: *envserver, BaselineEnvserver: *baseline, Episodes: *episodes,
+		DensityTask: *densityTask, DensityN: *densityN, DensityHold: *densityHold, DensityBatch: *densityBatch}
 	if *verbose {
 		opts.ServerLogf = log.Printf
 	}
@@ -53,6 +61,11 @@ func main() {
 				log.Fatalf("bench: unknown scenario %q (want %s)", s, strings.Join(bench.Scenarios, ", "))
 			}
 			opts.Scenarios = append(opts.Scenarios, s)
+		}
+	}
+	if *apps != "" {
+		for _, s := range strings.Split(*apps, ",") {
+			opts.Apps = append(opts.Apps, strings.TrimSpace(s))
 		}
 	}
 	if *pools != "" {
