@@ -310,7 +310,7 @@ func (h *holdCounters) stepper(ctx context.Context, c *client.Client, env string
 	tick := time.NewTicker(densityPeriod)
 	defer tick.Stop()
 	last := ""
-	for k := 0; ; k++ {
+	for k := 0; ctx.Err() == nil; k++ {
 		a := aci.Action{Verb: aci.Click, Target: aci.Px(float64(at[0]), float64(at[1]))}
 		if k%2 == 1 {
 			a = aci.Action{Verb: aci.Key, Keys: "Escape"}
