@@ -271,6 +271,14 @@ var templateFuncs = template.FuncMap{
 		return out, nil
 	},
 	"join":    func(list any, sep string) string { return strings.Join(strs(list), sep) },
+	// split is join's inverse: "a\nb\n" split on "\n" is [a b] (a
+	// trailing separator makes no empty last item).
+	"split": func(s, sep string) []string {
+		if sep == "" {
+			return []string{s}
+		}
+		return strings.Split(strings.TrimSuffix(s, sep), sep)
+	},
 	"lines":   func(list any) string { return joinLines(strs(list)) },
 	"sorted":  func(list any) []string { s := strs(list); sort.Strings(s); return s },
 	"sortnum": sortNum,
