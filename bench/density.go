@@ -507,10 +507,10 @@ func densityTables(d *Density) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d live episodes of %s, pool %d, resets in batches of %d; each env steps once per %.0f s for %.0f s:\n\n",
 		d.N, d.Task, d.Pool, d.Batch, d.PeriodS, d.HoldS)
-	sb.WriteString("| envs reset ok | failed (by code) | burst wall s | batch wall p50 / max s | reset CPU s (tree / host) | server boot s (CPU s) | refill wait s |\n|---:|---|---:|---:|---:|---:|---:|\n")
-	fmt.Fprintf(&sb, "| %d of %d | %d (%s) | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f (%.1f) | %.1f |\n",
+	sb.WriteString("| envs reset ok | failed (by code) | burst wall s | batch wall p50 / max s | reset CPU s, tree / host (tree per env) | server boot s (CPU s) | refill wait s |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "| %d of %d | %d (%s) | %.1f | %.1f / %.1f | %.1f / %.1f (%.2f) | %.1f (%.1f) | %.1f |\n",
 		d.ResetOK, d.N, d.ResetFailed, kinds(d.ResetErrors), d.BurstS, d.BatchWall.P50/1000, d.BatchWall.Max/1000,
-		d.ResetCPU, d.ResetHost, d.BootS, d.BootCPU, d.RefillS)
+		d.ResetCPU, d.ResetHost, ratio(d.ResetCPU, float64(d.ResetOK)), d.BootS, d.BootCPU, d.RefillS)
 	holdS := max(d.HoldS, 1)
 	sb.WriteString("\n| steps (expected) | errored (by code) | step p50 / p95 / max ms | settle outcome | CPU cores used, tree / host | load1 start / end |\n|---:|---|---:|---|---:|---:|\n")
 	fmt.Fprintf(&sb, "| %d (%d) | %d (%s) | %.0f / %.0f / %.0f | %s | %.2f / %.2f | %.1f / %.1f |\n",
