@@ -92,10 +92,16 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	}()
 	switch cfg.Provider {
 	case "", "process":
-		st.Provider, err = process.New(ctx, process.Options{
+		// Through a variable: a failed New's nil *Provider must not become
+		// a non-nil interface that Close would call.
+		var p *process.Provider
+		p, err = process.New(ctx, process.Options{
 			Root: filepath.Join(cfg.State, "sandboxes"), GuestdPath: opts.GuestdPath,
 			MaxConcurrentBoots: cfg.MaxConcurrentBoots, SnapshotBytes: cfg.SnapshotBytes, Logf: logf,
 		})
+		if err == nil {
+			st.Provider = p
+		}
 	default:
 		err = newProvider(ctx, cfg, opts, st)
 	}
