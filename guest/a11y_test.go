@@ -98,12 +98,12 @@ func find(tr *aci.A11yTree, role, name string) (aci.Element, bool) {
 }
 
 // launch starts app on d, focused and settled, and returns its pid.
-func launch(t testing.TB, d *desk, app string) int {
+func launch(t testing.TB, d *desk, app string, args ...string) int {
 	t.Helper()
 	if _, err := exec.LookPath(app); err != nil {
 		t.Skipf("%s not installed", app)
 	}
-	res := act(t, d, aci.Action{Verb: aci.LaunchApp, App: app})
+	res := act(t, d, aci.Action{Verb: aci.LaunchApp, App: app, Args: args})
 	if res.WindowID == 0 {
 		// launch_app waits 10 s for the window; a first start on a loaded
 		// machine (font caches, the bus's first activation) can take longer.
@@ -170,15 +170,25 @@ func TestA11yShippedApps(t *testing.T) {
 	for _, c := range []struct {
 		app  string
 		want [][2]string // role, name
+		args []string
+		name string // the tree's app name, when not app
+		quit string // the key that quits it, when not ctrl+q
 	}{
-		{"galculator", [][2]string{{"menu", "File"}, {"toggle button", "7"}, {"toggle button", "="}, {"text", ""}}},
-		{"mousepad", [][2]string{{"menu", "File"}, {"menu", "Search"}, {"text", ""}}},
-		{"pcmanfm", [][2]string{{"menu", "Go"}, {"push button", "Home Folder"}, {"table cell", "Home Folder"}, {"statusbar", "items"}}},
+		{app: "galculator", want: [][2]string{{"menu", "File"}, {"toggle button", "7"}, {"toggle button", "="}, {"text", ""}}},
+		{app: "mousepad", want: [][2]string{{"menu", "File"}, {"menu", "Search"}, {"text", ""}}},
+		{app: "pcmanfm", want: [][2]string{{"menu", "Go"}, {"push button", "Home Folder"}, {"table cell", "Home Folder"}, {"statusbar", "items"}}},
+		// The browser's own controls and the page's, in one tree.
+		{app: "chromium", args: []string{chromiumPage}, name: "Chromium", quit: "ctrl+shift+q",
+			want: [][2]string{{"entry", "Address and search bar"}, {"push button", "Reload"}, {"document web", ""}, {"push button", "press"}, {"page tab list", ""}}},
 	} {
 		t.Run(c.app, func(t *testing.T) {
-			launch(t, d, c.app)
+			launch(t, d, c.app, c.args...)
 			tr := tree(t, d, aci.A11yFull)
-			if tr.App != c.app || tr.Window == "" || tr.Nodes < 15 || tr.Truncated {
+			name := c.name
+			if name == "" {
+				name = c.app
+			}
+			if tr.App != name || tr.Window == "" || tr.Nodes < 15 || tr.Truncated {
 				t.Errorf("app %q window %q nodes %d truncated %v; want %s's whole tree", tr.App, tr.Window, tr.Nodes, tr.Truncated, c.app)
 			}
 			for _, w := range c.want {
@@ -187,10 +197,14 @@ func TestA11yShippedApps(t *testing.T) {
 					t.Errorf("%s %q box %+v; want on the 1280x800 screen", w[0], w[1], e.Box)
 				}
 			}
-			if !strings.HasPrefix(tr.Text, "app: \""+c.app+"\"") || !strings.Contains(tr.Text, "\nfocus: ") || len(tr.Hash) != 32 {
+			if !strings.HasPrefix(tr.Text, "app: \""+name+"\"") || !strings.Contains(tr.Text, "\nfocus: ") || len(tr.Hash) != 32 {
 				t.Errorf("tree text lacks its header/trailer or hash %q:\n%s", tr.Hash, tr.Text)
 			}
-			act(t, d, aci.Action{Verb: aci.Key, Keys: "ctrl+q"})
+			quit := c.quit
+			if quit == "" {
+				quit = "ctrl+q"
+			}
+			act(t, d, aci.Action{Verb: aci.Key, Keys: quit})
 		})
 	}
 }

@@ -125,6 +125,9 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 	// touched with guestd's rights).
 	cmd.Args = append(append([]string{"sh", "-c", dropSingleton, cmd.Path}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
 	cmd.Path = "/bin/sh"
+	// Chromium joins the session's accessibility bus (the tree of
+	// observe.a11y) only when told that assistive technology is on.
+	cmd.Env = append(append([]string(nil), cmd.Env...), "ACCESSIBILITY_ENABLED=1")
 	cmd.ExtraFiles = []*os.File{cmdR, respW}
 	cleanup = func() { cmdR.Close(); cmdW.Close(); respR.Close(); respW.Close() }
 	attach = func(pid int, exited <-chan struct{}) {
