@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/shinken-rl/shinken/aci"
 	"golang.org/x/sys/unix"
@@ -185,6 +187,13 @@ func (s *Server) prepareOffice(cmd *exec.Cmd) error {
 	if err := WriteOfficeProfile(envHome(s.cfg.Env), uid, gid); err != nil {
 		return aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
 	}
-	cmd.Args = append(append([]string{cmd.Args[0]}, "--norestore", "--nologo"), cmd.Args[1:]...)
+	// The profile is named outright: LibreOffice locates it from the
+	// user's passwd entry otherwise, and a sandbox uid has none (it then
+	// stops at "user installation could not be completed").
+	flags := []string{"--norestore", "--nologo"}
+	if !slices.ContainsFunc(cmd.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-env:UserInstallation=") }) {
+		flags = append(flags, "-env:UserInstallation=file://"+filepath.Join(append([]string{envHome(s.cfg.Env)}, officeProfileDir[:3]...)...))
+	}
+	cmd.Args = append(append([]string{cmd.Args[0]}, flags...), cmd.Args[1:]...)
 	return nil
 }
