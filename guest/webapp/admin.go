@@ -99,7 +99,7 @@ func init() { register("admin", newAdmin) }
 //go:embed pages/admin/*.html
 var adminFS embed.FS
 
-var adminTmpl = wacTemplates(adminFS, "pages/admin", wacFuncs())
+var adminTmpl = parsePages(adminFS, "pages/admin", officeFuncs())
 
 const (
 	adminMaxUsers = 1000
@@ -152,7 +152,7 @@ type adminState struct {
 
 type adminApp struct {
 	journal
-	site     wacSite
+	web      router
 	name     string
 	me, mail string
 	roles    []string
@@ -171,7 +171,7 @@ func newAdmin(data, saved []byte) (App, error) {
 		} `json:"user"`
 		Roles []string `json:"roles"`
 		Users []struct {
-			ID        wacInt `json:"id"`
+			ID        jsonID `json:"id"`
 			Name      string `json:"name"`
 			Email     string `json:"email"`
 			Role      string `json:"role"`
@@ -188,11 +188,11 @@ func newAdmin(data, saved []byte) (App, error) {
 			EmailNotifications    bool    `json:"email_notifications"`
 		} `json:"settings"`
 		Keys []struct {
-			ID        wacStr `json:"id"`
-			Label     string `json:"label"`
-			Created   string `json:"created"`
-			Revoked   bool   `json:"revoked"`
-			RevokedOn string `json:"revoked_on"`
+			ID        jsonStr `json:"id"`
+			Label     string  `json:"label"`
+			Created   string  `json:"created"`
+			Revoked   bool    `json:"revoked"`
+			RevokedOn string  `json:"revoked_on"`
 		} `json:"keys"`
 		Audit []adminAudit `json:"audit"`
 	}
@@ -206,7 +206,7 @@ func newAdmin(data, saved []byte) (App, error) {
 	if a.me == "" {
 		a.me = "Admin"
 	}
-	if !wacText(a.name, 60) || !wacText(a.me, 100) || !wacText(a.mail, 254) {
+	if !lineOK(a.name, 60) || !lineOK(a.me, 100) || !lineOK(a.mail, 254) {
 		return nil, fmt.Errorf("admin: site or user is not one line")
 	}
 	if len(d.Users) > adminMaxUsers || len(d.Keys) > adminMaxKeys || len(d.Roles) > adminMaxRoles || len(d.Audit) > MaxLog {
@@ -229,7 +229,7 @@ func newAdmin(data, saved []byte) (App, error) {
 	}
 	for _, r := range roles {
 		r = strings.TrimSpace(r)
-		if r == "" || !wacText(r, 40) {
+		if r == "" || !lineOK(r, 40) {
 			return nil, fmt.Errorf("admin: role %q: want one line of 1-40 characters", r)
 		}
 		if a.role(r) != "" {
@@ -293,7 +293,7 @@ func newAdmin(data, saved []byte) (App, error) {
 		k := &adminKey{ID: strings.TrimSpace(string(dk.ID)), Label: strings.TrimSpace(dk.Label), Created: strings.TrimSpace(dk.Created),
 			Revoked: dk.Revoked, RevokedOn: strings.TrimSpace(dk.RevokedOn)}
 		if k.Created == "" {
-			k.Created = wacToday
+			k.Created = todayDate
 		}
 		if k.ID == "" {
 			k.ID = a.nextKeyID()
@@ -305,7 +305,7 @@ func newAdmin(data, saved []byte) (App, error) {
 	}
 	// Audit.
 	for i, e := range d.Audit {
-		if !wacText(e.Date, 40) || !wacText(e.Actor, 100) || !wacText(e.Action, 200) || !wacText(e.Target, 300) {
+		if !lineOK(e.Date, 40) || !lineOK(e.Actor, 100) || !lineOK(e.Action, 200) || !lineOK(e.Target, 300) {
 			return nil, fmt.Errorf("admin: audit entry %d: fields must be single lines", i)
 		}
 		a.audit = append(a.audit, e)
@@ -366,16 +366,7 @@ func (a *adminApp) role(r string) string {
 }
 
 func (a *adminApp) nextID(taken map[int]bool) int {
-	n := 1
-	for _, u := range a.users {
-		if u.ID >= n {
-			n = u.ID + 1
-		}
-	}
-	for taken[n] {
-		n++
-	}
-	return n
+	return freeID(a.users, func(u *adminUser) int { return u.ID }, taken)
 }
 
 func (a *adminApp) nextKeyID() string {
@@ -389,10 +380,10 @@ func (a *adminApp) nextKeyID() string {
 
 // checkUser validates u against the users already in a.
 func (a *adminApp) checkUser(u *adminUser) error {
-	if u.Name == "" || !wacText(u.Name, 100) {
+	if u.Name == "" || !lineOK(u.Name, 100) {
 		return fmt.Errorf("name must be one line of 1-100 characters")
 	}
-	if !wacEmailOK(u.Email) {
+	if !emailOK(u.Email) {
 		return fmt.Errorf("email %q is not valid", u.Email)
 	}
 	if o := a.byEmail(u.Email); o != nil && o != u {
@@ -402,7 +393,7 @@ func (a *adminApp) checkUser(u *adminUser) error {
 		return fmt.Errorf("status %q is not one of %v", u.Status, adminStatuses)
 	}
 	if u.LastLogin != "" {
-		if _, ok := wacDate(u.LastLogin[:min(10, len(u.LastLogin))]); !ok || !wacText(u.LastLogin, 25) {
+		if _, ok := parseDate(u.LastLogin[:min(10, len(u.LastLogin))]); !ok || !lineOK(u.LastLogin, 25) {
 			return fmt.Errorf("last_login %q is not YYYY-MM-DD[ HH:MM]", u.LastLogin)
 		}
 	}
@@ -410,7 +401,7 @@ func (a *adminApp) checkUser(u *adminUser) error {
 }
 
 func (a *adminApp) checkKey(k *adminKey) error {
-	if !wacIDOK(k.ID) {
+	if !idOK(k.ID) {
 		return fmt.Errorf("key id %q: want 1-64 letters, digits, '-' or '_'", k.ID)
 	}
 	for _, o := range a.keys {
@@ -418,13 +409,13 @@ func (a *adminApp) checkKey(k *adminKey) error {
 			return fmt.Errorf("duplicate key id %q", k.ID)
 		}
 	}
-	if k.Label == "" || !wacText(k.Label, 64) {
+	if k.Label == "" || !lineOK(k.Label, 64) {
 		return fmt.Errorf("key %q: label must be one line of 1-64 characters", k.ID)
 	}
-	if _, ok := wacDate(k.Created); !ok {
+	if _, ok := parseDate(k.Created); !ok {
 		return fmt.Errorf("key %q: created %q is not YYYY-MM-DD", k.ID, k.Created)
 	}
-	if !wacText(k.RevokedOn, 25) {
+	if !lineOK(k.RevokedOn, 25) {
 		return fmt.Errorf("key %q: bad revoked_on", k.ID)
 	}
 	return nil
@@ -433,7 +424,7 @@ func (a *adminApp) checkKey(k *adminKey) error {
 // adminCheckSettings validates settings; the map is field → message.
 func adminCheckSettings(s adminSettings) map[string]string {
 	errs := map[string]string{}
-	if s.SiteName == "" || !wacText(s.SiteName, 60) {
+	if s.SiteName == "" || !lineOK(s.SiteName, 60) {
 		errs["site_name"] = "Enter a site name of at most 60 characters."
 	}
 	if s.SessionTimeoutMinutes < 5 || s.SessionTimeoutMinutes > 1440 {
@@ -488,25 +479,15 @@ func (a *adminApp) key(id string) *adminKey {
 func (a *adminApp) State() ([]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := adminState{Users: a.users, Settings: a.settings, Keys: a.keys, Log: a.Log}
-	if s.Users == nil {
-		s.Users = []*adminUser{}
-	}
-	if s.Keys == nil {
-		s.Keys = []*adminKey{}
-	}
-	if s.Log == nil {
-		s.Log = []Event{}
-	}
+	s := adminState{Users: orEmpty(a.users), Settings: a.settings, Keys: orEmpty(a.keys), Log: orEmpty(a.Log)}
 	return json.Marshal(s)
 }
 
-func (a *adminApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.site.mux.ServeHTTP(w, r) }
+func (a *adminApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.web.ServeHTTP(w, r) }
 
 func (a *adminApp) routes() {
-	a.site = wacSite{mu: &a.mu, mux: http.NewServeMux(), fail: a.fail,
-		full: func() bool { return len(a.Log) >= MaxLog }}
-	s := &a.site
+	a.web = a.journal.logRouter(a.fail)
+	s := &a.web
 	s.get("/{$}", a.dashboard)
 	s.get("/users", a.list)
 	s.get("/users/new", a.inviteForm)
@@ -532,7 +513,7 @@ type adminView struct {
 	Org         string
 	Me, Mail    string
 	Nav         string
-	Crumbs      []wacCrumb
+	Crumbs      []crumb
 	Flash       string
 	Q           string
 	Maintenance bool
@@ -548,21 +529,21 @@ var adminFlashes = map[string]string{
 	"revoked":  "API key revoked.",
 }
 
-func (a *adminApp) show(r *http.Request, status int, page, title, nav string, crumbs []wacCrumb, p any) wacResp {
+func (a *adminApp) show(r *http.Request, status int, page, title, nav string, crumbs []crumb, p any) answer {
 	v := adminView{Title: title, Site: a.name, Org: a.settings.SiteName, Me: a.me, Mail: a.mail, Nav: nav,
 		Crumbs: crumbs, Flash: adminFlashes[r.URL.Query().Get("flash")], Maintenance: a.settings.MaintenanceMode, P: p}
-	return wacPage(adminTmpl[page], status, v)
+	return render(adminTmpl[page], status, v)
 }
 
-func (a *adminApp) fail(status int, msg string) wacResp {
+func (a *adminApp) fail(status int, msg string) answer {
 	v := adminView{Title: http.StatusText(status), Site: a.name, Org: a.settings.SiteName, Me: a.me, Mail: a.mail,
 		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
-	return wacPage(adminTmpl["error"], status, v)
+	return render(adminTmpl["error"], status, v)
 }
 
-var adminHome = wacCrumb{"Dashboard", "/"}
+var adminHome = crumb{"Dashboard", "/"}
 
-func (a *adminApp) dashboard(r *http.Request) wacResp {
+func (a *adminApp) dashboard(r *http.Request) answer {
 	counts := map[string]int{}
 	for _, u := range a.users {
 		counts[u.Status]++
@@ -586,9 +567,9 @@ type adminRow struct {
 	Ago string
 }
 
-func (a *adminApp) list(r *http.Request) wacResp {
+func (a *adminApp) list(r *http.Request) answer {
 	q := r.URL.Query()
-	needle := wacClip(strings.TrimSpace(q.Get("q")), 200)
+	needle := clip(strings.TrimSpace(q.Get("q")), 200)
 	role := a.role(q.Get("role"))
 	status := q.Get("status")
 	if !adminIn(adminStatuses, status) {
@@ -609,7 +590,7 @@ func (a *adminApp) list(r *http.Request) wacResp {
 		}
 		ago := "Never"
 		if u.LastLogin != "" {
-			ago = wacAgo(u.LastLogin)
+			ago = relDate(u.LastLogin)
 		}
 		rows = append(rows, adminRow{u, ago})
 	}
@@ -663,12 +644,12 @@ func (a *adminApp) list(r *http.Request) wacResp {
 		}
 		heads = append(heads, colLink{c.Name, "/users?" + v.Encode(), arrow})
 	}
-	return a.show(r, http.StatusOK, "users", "Users", "users", []wacCrumb{adminHome, {"Users", ""}}, map[string]any{
+	return a.show(r, http.StatusOK, "users", "Users", "users", []crumb{adminHome, {"Users", ""}}, map[string]any{
 		"Rows": rows, "Total": len(a.users), "Q": needle, "Role": role, "Status": status, "Roles": a.roles,
 		"Statuses": adminStatuses, "Heads": heads, "Filtered": needle != "" || role != "" || status != ""})
 }
 
-func (a *adminApp) profile(r *http.Request) wacResp {
+func (a *adminApp) profile(r *http.Request) answer {
 	u := a.user(r)
 	if u == nil {
 		return a.fail(http.StatusNotFound, "There is no such user.")
@@ -681,9 +662,9 @@ func (a *adminApp) profile(r *http.Request) wacResp {
 	}
 	ago := "Never"
 	if u.LastLogin != "" {
-		ago = wacAgo(u.LastLogin)
+		ago = relDate(u.LastLogin)
 	}
-	return a.show(r, http.StatusOK, "profile", u.Name, "users", []wacCrumb{adminHome, {"Users", "/users"}, {u.Name, ""}},
+	return a.show(r, http.StatusOK, "profile", u.Name, "users", []crumb{adminHome, {"Users", "/users"}, {u.Name, ""}},
 		map[string]any{"U": u, "Ago": ago, "Activity": acts})
 }
 
@@ -697,14 +678,14 @@ type adminUserForm struct {
 	Focus                            string
 }
 
-func (a *adminApp) inviteForm(r *http.Request) wacResp {
+func (a *adminApp) inviteForm(r *http.Request) answer {
 	q := r.URL.Query()
-	f := adminUserForm{Name: wacClip(q.Get("name"), 200), Email: wacClip(q.Get("email"), 300), Role: a.role(q.Get("role")),
+	f := adminUserForm{Name: clip(q.Get("name"), 200), Email: clip(q.Get("email"), 300), Role: a.role(q.Get("role")),
 		Roles: a.roles, Focus: "name"}
 	if f.Role == "" {
 		f.Role = a.defaultRole()
 	}
-	return a.show(r, http.StatusOK, "invite", "Invite user", "users", []wacCrumb{adminHome, {"Users", "/users"}, {"Invite", ""}}, f)
+	return a.show(r, http.StatusOK, "invite", "Invite user", "users", []crumb{adminHome, {"Users", "/users"}, {"Invite", ""}}, f)
 }
 
 // defaultRole is the least privileged-looking role: viewer or member when
@@ -718,18 +699,18 @@ func (a *adminApp) defaultRole() string {
 	return a.roles[len(a.roles)-1]
 }
 
-func (a *adminApp) invite(r *http.Request, f url.Values) wacResp {
+func (a *adminApp) invite(r *http.Request, f url.Values) answer {
 	name := strings.Join(strings.Fields(f.Get("name")), " ")
 	email := strings.TrimSpace(f.Get("email"))
 	role := a.role(f.Get("role"))
 	errs := map[string]string{}
-	if name == "" || !wacText(name, 100) {
+	if name == "" || !lineOK(name, 100) {
 		errs["name"] = "Enter the person's name (at most 100 characters)."
 	}
 	switch {
 	case email == "":
 		errs["email"] = "Enter an email address."
-	case !wacEmailOK(email):
+	case !emailOK(email):
 		errs["email"] = "Enter a valid email address, like name@example.com."
 	case a.byEmail(email) != nil:
 		errs["email"] = "A user with this email already exists."
@@ -741,17 +722,17 @@ func (a *adminApp) invite(r *http.Request, f url.Values) wacResp {
 		errs["email"] = fmt.Sprintf("This organisation has reached its limit of %d users.", adminMaxUsers)
 	}
 	if len(errs) > 0 {
-		fm := adminUserForm{Name: wacClip(f.Get("name"), 200), Email: wacClip(f.Get("email"), 300), Role: role, Roles: a.roles, Errs: errs}
+		fm := adminUserForm{Name: clip(f.Get("name"), 200), Email: clip(f.Get("email"), 300), Role: role, Roles: a.roles, Errs: errs}
 		if fm.Role == "" {
 			fm.Role = a.defaultRole()
 		}
 		fm.Focus = adminFirst(errs, "name", "email", "role")
-		return a.show(r, http.StatusUnprocessableEntity, "invite", "Invite user", "users", []wacCrumb{adminHome, {"Users", "/users"}, {"Invite", ""}}, fm)
+		return a.show(r, http.StatusUnprocessableEntity, "invite", "Invite user", "users", []crumb{adminHome, {"Users", "/users"}, {"Invite", ""}}, fm)
 	}
 	u := &adminUser{ID: a.nextID(nil), Name: name, Email: email, Role: role, Status: "invited"}
 	a.add("invite_user", map[string]string{"id": strconv.Itoa(u.ID), "name": name, "email": email, "role": role})
 	a.users = append(a.users, u)
-	return wacRedirect("/users?flash=invited")
+	return redirect("/users?flash=invited")
 }
 
 func adminFirst(errs map[string]string, order ...string) string {
@@ -771,7 +752,7 @@ func adminStatusesFor(u *adminUser) []string {
 	return adminStatuses[:2]
 }
 
-func (a *adminApp) editForm(r *http.Request) wacResp {
+func (a *adminApp) editForm(r *http.Request) answer {
 	u := a.user(r)
 	if u == nil {
 		return a.fail(http.StatusNotFound, "There is no such user.")
@@ -780,10 +761,10 @@ func (a *adminApp) editForm(r *http.Request) wacResp {
 	f := adminUserForm{ID: u.ID, Title: u.Name, Name: u.Name, Email: u.Email, Role: u.Role, Status: u.Status,
 		Roles: a.roles, Statuses: adminStatusesFor(u), Focus: "name"}
 	if v := q.Get("name"); v != "" {
-		f.Name = wacClip(v, 200)
+		f.Name = clip(v, 200)
 	}
 	if v := q.Get("email"); v != "" {
-		f.Email = wacClip(v, 300)
+		f.Email = clip(v, 300)
 	}
 	if v := a.role(q.Get("role")); v != "" {
 		f.Role = v
@@ -791,10 +772,10 @@ func (a *adminApp) editForm(r *http.Request) wacResp {
 	if v := strings.ToLower(q.Get("status")); adminIn(f.Statuses, v) {
 		f.Status = v
 	}
-	return a.show(r, http.StatusOK, "edit", "Edit "+u.Name, "users", []wacCrumb{adminHome, {"Users", "/users"}, {u.Name, "/users/" + strconv.Itoa(u.ID)}, {"Edit", ""}}, f)
+	return a.show(r, http.StatusOK, "edit", "Edit "+u.Name, "users", []crumb{adminHome, {"Users", "/users"}, {u.Name, "/users/" + strconv.Itoa(u.ID)}, {"Edit", ""}}, f)
 }
 
-func (a *adminApp) edit(r *http.Request, f url.Values) wacResp {
+func (a *adminApp) edit(r *http.Request, f url.Values) answer {
 	u := a.user(r)
 	if u == nil {
 		return a.fail(http.StatusNotFound, "There is no such user.")
@@ -804,13 +785,13 @@ func (a *adminApp) edit(r *http.Request, f url.Values) wacResp {
 	role := a.role(f.Get("role"))
 	status := strings.ToLower(strings.TrimSpace(f.Get("status")))
 	errs := map[string]string{}
-	if name == "" || !wacText(name, 100) {
+	if name == "" || !lineOK(name, 100) {
 		errs["name"] = "Enter a name (at most 100 characters)."
 	}
 	switch {
 	case email == "":
 		errs["email"] = "Enter an email address."
-	case !wacEmailOK(email):
+	case !emailOK(email):
 		errs["email"] = "Enter a valid email address, like name@example.com."
 	default:
 		if o := a.byEmail(email); o != nil && o != u {
@@ -824,7 +805,7 @@ func (a *adminApp) edit(r *http.Request, f url.Values) wacResp {
 		errs["status"] = "Choose a status: active or suspended."
 	}
 	if len(errs) > 0 {
-		fm := adminUserForm{ID: u.ID, Title: u.Name, Name: wacClip(f.Get("name"), 200), Email: wacClip(f.Get("email"), 300),
+		fm := adminUserForm{ID: u.ID, Title: u.Name, Name: clip(f.Get("name"), 200), Email: clip(f.Get("email"), 300),
 			Role: role, Status: status, Roles: a.roles, Statuses: adminStatusesFor(u), Errs: errs}
 		if fm.Role == "" {
 			fm.Role = u.Role
@@ -834,7 +815,7 @@ func (a *adminApp) edit(r *http.Request, f url.Values) wacResp {
 		}
 		fm.Focus = adminFirst(errs, "name", "email", "role", "status")
 		return a.show(r, http.StatusUnprocessableEntity, "edit", "Edit "+u.Name, "users",
-			[]wacCrumb{adminHome, {"Users", "/users"}, {u.Name, "/users/" + strconv.Itoa(u.ID)}, {"Edit", ""}}, fm)
+			[]crumb{adminHome, {"Users", "/users"}, {u.Name, "/users/" + strconv.Itoa(u.ID)}, {"Edit", ""}}, fm)
 	}
 	fields := map[string]string{}
 	if name != u.Name {
@@ -851,13 +832,13 @@ func (a *adminApp) edit(r *http.Request, f url.Values) wacResp {
 	}
 	to := "/users/" + strconv.Itoa(u.ID)
 	if len(fields) == 0 {
-		return wacRedirect(to + "?flash=nochange")
+		return redirect(to + "?flash=nochange")
 	}
 	fields["id"] = strconv.Itoa(u.ID)
 	fields["email"] = email
 	a.add("update_user", fields)
 	u.Name, u.Email, u.Role, u.Status = name, email, role, status
-	return wacRedirect(to + "?flash=saved")
+	return redirect(to + "?flash=saved")
 }
 
 // --- settings ---
@@ -883,31 +864,31 @@ func adminToggles(s adminSettings) []adminToggle {
 	}
 }
 
-func (a *adminApp) settingsForm(r *http.Request) wacResp {
+func (a *adminApp) settingsForm(r *http.Request) answer {
 	q := r.URL.Query()
 	s := a.settings
 	f := adminSettingsForm{SiteName: s.SiteName, Timeout: strconv.Itoa(s.SessionTimeoutMinutes), Upload: strconv.Itoa(s.MaxUploadMB), Focus: "site_name"}
 	if v := q.Get("site_name"); v != "" {
-		f.SiteName = wacClip(v, 200)
+		f.SiteName = clip(v, 200)
 	}
 	if v := q.Get("session_timeout_minutes"); v != "" {
-		f.Timeout = wacClip(v, 20)
+		f.Timeout = clip(v, 20)
 	}
 	if v := q.Get("max_upload_mb"); v != "" {
-		f.Upload = wacClip(v, 20)
+		f.Upload = clip(v, 20)
 	}
 	f.Toggles = adminToggles(s)
 	for i, t := range f.Toggles {
 		if q.Has(t.Key) {
-			if on, ok := wacFlag(q.Get(t.Key)); ok {
+			if on, ok := parseFlag(q.Get(t.Key)); ok {
 				f.Toggles[i].On = on
 			}
 		}
 	}
-	return a.show(r, http.StatusOK, "settings", "Settings", "settings", []wacCrumb{adminHome, {"Settings", ""}}, f)
+	return a.show(r, http.StatusOK, "settings", "Settings", "settings", []crumb{adminHome, {"Settings", ""}}, f)
 }
 
-func (a *adminApp) saveSettings(r *http.Request, f url.Values) wacResp {
+func (a *adminApp) saveSettings(r *http.Request, f url.Values) answer {
 	s := adminSettings{SiteName: strings.Join(strings.Fields(f.Get("site_name")), " ")}
 	errs := map[string]string{}
 	var err error
@@ -923,7 +904,7 @@ func (a *adminApp) saveSettings(r *http.Request, f url.Values) wacResp {
 		v   *bool
 	}{{"two_factor_required", &s.TwoFactorRequired}, {"allow_signups", &s.AllowSignups},
 		{"maintenance_mode", &s.MaintenanceMode}, {"email_notifications", &s.EmailNotifications}} {
-		on, ok := wacFlag(f.Get(t.key))
+		on, ok := parseFlag(f.Get(t.key))
 		*t.v = on
 		bad = bad || !ok
 	}
@@ -936,10 +917,10 @@ func (a *adminApp) saveSettings(r *http.Request, f url.Values) wacResp {
 		errs["site_name"] = "The form was not understood; please try again."
 	}
 	if len(errs) > 0 {
-		fm := adminSettingsForm{SiteName: wacClip(f.Get("site_name"), 200), Timeout: wacClip(f.Get("session_timeout_minutes"), 20),
-			Upload: wacClip(f.Get("max_upload_mb"), 20), Toggles: adminToggles(s), Errs: errs}
+		fm := adminSettingsForm{SiteName: clip(f.Get("site_name"), 200), Timeout: clip(f.Get("session_timeout_minutes"), 20),
+			Upload: clip(f.Get("max_upload_mb"), 20), Toggles: adminToggles(s), Errs: errs}
 		fm.Focus = adminFirst(errs, "site_name", "session_timeout_minutes", "max_upload_mb")
-		return a.show(r, http.StatusUnprocessableEntity, "settings", "Settings", "settings", []wacCrumb{adminHome, {"Settings", ""}}, fm)
+		return a.show(r, http.StatusUnprocessableEntity, "settings", "Settings", "settings", []crumb{adminHome, {"Settings", ""}}, fm)
 	}
 	old := a.settings
 	fields := map[string]string{}
@@ -962,11 +943,11 @@ func (a *adminApp) saveSettings(r *http.Request, f url.Values) wacResp {
 		}
 	}
 	if len(fields) == 0 {
-		return wacRedirect("/settings?flash=nochange")
+		return redirect("/settings?flash=nochange")
 	}
 	a.add("update_settings", fields)
 	a.settings = s
-	return wacRedirect("/settings?flash=settings")
+	return redirect("/settings?flash=settings")
 }
 
 // --- keys ---
@@ -983,7 +964,7 @@ type adminKeyRow struct {
 	Prefix string
 }
 
-func (a *adminApp) keysView(r *http.Request, status int, label, errMsg string) wacResp {
+func (a *adminApp) keysView(r *http.Request, status int, label, errMsg string) answer {
 	var rows []adminKeyRow
 	active := 0
 	for i := len(a.keys) - 1; i >= 0; i-- {
@@ -997,15 +978,15 @@ func (a *adminApp) keysView(r *http.Request, status int, label, errMsg string) w
 	if k := a.key(r.URL.Query().Get("new")); k != nil && !k.Revoked && status == http.StatusOK {
 		fresh = map[string]string{"Label": k.Label, "Secret": adminSecret(k)}
 	}
-	return a.show(r, status, "keys", "API keys", "keys", []wacCrumb{adminHome, {"API keys", ""}}, map[string]any{
+	return a.show(r, status, "keys", "API keys", "keys", []crumb{adminHome, {"API keys", ""}}, map[string]any{
 		"Rows": rows, "Active": active, "Label": label, "Err": errMsg, "New": fresh, "Max": adminMaxKeys})
 }
 
-func (a *adminApp) keysPage(r *http.Request) wacResp {
-	return a.keysView(r, http.StatusOK, wacClip(r.URL.Query().Get("label"), 100), "")
+func (a *adminApp) keysPage(r *http.Request) answer {
+	return a.keysView(r, http.StatusOK, clip(r.URL.Query().Get("label"), 100), "")
 }
 
-func (a *adminApp) createKey(r *http.Request, f url.Values) wacResp {
+func (a *adminApp) createKey(r *http.Request, f url.Values) answer {
 	label := strings.Join(strings.Fields(f.Get("label")), " ")
 	msg := ""
 	switch {
@@ -1023,24 +1004,24 @@ func (a *adminApp) createKey(r *http.Request, f url.Values) wacResp {
 		}
 	}
 	if msg != "" {
-		return a.keysView(r, http.StatusUnprocessableEntity, wacClip(f.Get("label"), 200), msg)
+		return a.keysView(r, http.StatusUnprocessableEntity, clip(f.Get("label"), 200), msg)
 	}
-	k := &adminKey{ID: a.nextKeyID(), Label: label, Created: wacToday}
+	k := &adminKey{ID: a.nextKeyID(), Label: label, Created: todayDate}
 	a.add("create_key", map[string]string{"id": k.ID, "label": label})
 	a.keys = append(a.keys, k)
-	return wacRedirect("/keys?flash=created&new=" + url.QueryEscape(k.ID))
+	return redirect("/keys?flash=created&new=" + url.QueryEscape(k.ID))
 }
 
-func (a *adminApp) revokeForm(r *http.Request) wacResp {
+func (a *adminApp) revokeForm(r *http.Request) answer {
 	k := a.key(r.PathValue("id"))
 	if k == nil {
 		return a.fail(http.StatusNotFound, "There is no such API key.")
 	}
-	return a.show(r, http.StatusOK, "revoke", "Revoke key", "keys", []wacCrumb{adminHome, {"API keys", "/keys"}, {"Revoke", ""}},
+	return a.show(r, http.StatusOK, "revoke", "Revoke key", "keys", []crumb{adminHome, {"API keys", "/keys"}, {"Revoke", ""}},
 		map[string]any{"K": k, "Prefix": adminSecret(k)[:12] + "…", "Err": ""})
 }
 
-func (a *adminApp) revoke(r *http.Request, f url.Values) wacResp {
+func (a *adminApp) revoke(r *http.Request, f url.Values) answer {
 	k := a.key(r.PathValue("id"))
 	if k == nil {
 		return a.fail(http.StatusNotFound, "There is no such API key.")
@@ -1052,18 +1033,18 @@ func (a *adminApp) revoke(r *http.Request, f url.Values) wacResp {
 		msg = "Confirm that you want to revoke this key."
 	}
 	if msg != "" {
-		return a.show(r, http.StatusUnprocessableEntity, "revoke", "Revoke key", "keys", []wacCrumb{adminHome, {"API keys", "/keys"}, {"Revoke", ""}},
+		return a.show(r, http.StatusUnprocessableEntity, "revoke", "Revoke key", "keys", []crumb{adminHome, {"API keys", "/keys"}, {"Revoke", ""}},
 			map[string]any{"K": k, "Prefix": adminSecret(k)[:12] + "…", "Err": msg})
 	}
 	a.add("revoke_key", map[string]string{"id": k.ID, "label": k.Label})
-	k.Revoked, k.RevokedOn = true, wacToday
-	return wacRedirect("/keys?flash=revoked")
+	k.Revoked, k.RevokedOn = true, todayDate
+	return redirect("/keys?flash=revoked")
 }
 
 // adminLabelOK reports whether a new key's label is made of the
 // characters key names allow.
 func adminLabelOK(s string) bool {
-	if !wacText(s, 64) {
+	if !lineOK(s, 64) {
 		return false
 	}
 	for _, c := range s {
@@ -1089,7 +1070,7 @@ func (a *adminApp) auditRows() []adminAuditRow {
 	var out []adminAuditRow
 	for i := len(a.Log) - 1; i >= 0; i-- {
 		e := a.Log[i]
-		row := adminAuditRow{adminAudit: adminAudit{Date: wacToday, Actor: a.me}, Today: true}
+		row := adminAuditRow{adminAudit: adminAudit{Date: todayDate, Actor: a.me}, Today: true}
 		f := e.Fields
 		switch e.Action {
 		case "invite_user":
@@ -1132,11 +1113,11 @@ func (a *adminApp) auditRows() []adminAuditRow {
 	return out
 }
 
-func (a *adminApp) auditPage(r *http.Request) wacResp {
+func (a *adminApp) auditPage(r *http.Request) answer {
 	rows := a.auditRows()
 	total := len(rows)
 	if len(rows) > 500 {
 		rows = rows[:500]
 	}
-	return a.show(r, http.StatusOK, "audit", "Audit log", "audit", []wacCrumb{adminHome, {"Audit log", ""}}, map[string]any{"Rows": rows, "Total": total})
+	return a.show(r, http.StatusOK, "audit", "Audit log", "audit", []crumb{adminHome, {"Audit log", ""}}, map[string]any{"Rows": rows, "Total": total})
 }

@@ -18,7 +18,7 @@ type adminTestState struct {
 func adminTestGet(t *testing.T, a App) *adminTestState {
 	t.Helper()
 	var s adminTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	return &s
 }
 
@@ -32,7 +32,7 @@ func (s *adminTestState) user(id int) *adminUser {
 }
 
 func TestAdminPagesRender(t *testing.T) {
-	a, _ := wacApp(t, "admin")
+	a, _ := loadApp(t, "admin")
 	for _, p := range []string{"/", "/users", "/users?role=editor&status=active&q=sam&sort=last_login&dir=desc", "/users/2",
 		"/users/new", "/users/2/edit", "/settings", "/keys", "/keys/key_1/revoke", "/keys/key_2/revoke", "/audit"} {
 		body := wacGet(t, a, p, http.StatusOK)
@@ -97,8 +97,8 @@ func TestAdminPagesRender(t *testing.T) {
 }
 
 func TestAdminInvite(t *testing.T) {
-	a, data := wacApp(t, "admin")
-	before := wacState(t, a, nil)
+	a, data := loadApp(t, "admin")
+	before := appState(t, a, nil)
 	for _, f := range []url.Values{
 		{"name": {"Ann Ray"}, "email": {"SAM.LEE@acme.example"}, "role": {"viewer"}},
 		{"name": {"Ann Ray"}, "email": {"not-an-email"}, "role": {"viewer"}},
@@ -129,12 +129,12 @@ func TestAdminInvite(t *testing.T) {
 	if body := wacGet(t, a, "/audit", http.StatusOK); !strings.Contains(body, "Invited user") || !strings.Contains(body, "ann@acme.example") {
 		t.Error("audit log lacks the invite")
 	}
-	wacRoundTrip(t, "admin", data, a)
+	roundTrip(t, "admin", data, a)
 }
 
 func TestAdminEditUser(t *testing.T) {
-	a, data := wacApp(t, "admin")
-	before := wacState(t, a, nil)
+	a, data := loadApp(t, "admin")
+	before := appState(t, a, nil)
 	good := url.Values{"name": {"Sam Lee"}, "email": {"sam.lee@acme.example"}, "role": {"editor"}, "status": {"active"}}
 	with := func(k, v string) url.Values {
 		f := url.Values{}
@@ -179,12 +179,12 @@ func TestAdminEditUser(t *testing.T) {
 	if body := wacGet(t, a, "/users/2?flash=saved", http.StatusOK); !strings.Contains(body, "User updated.") || !strings.Contains(body, "Updated user") {
 		t.Error("profile after edit")
 	}
-	wacRoundTrip(t, "admin", data, a)
+	roundTrip(t, "admin", data, a)
 }
 
 func TestAdminSettings(t *testing.T) {
-	a, data := wacApp(t, "admin")
-	before := wacState(t, a, nil)
+	a, data := loadApp(t, "admin")
+	before := appState(t, a, nil)
 	good := url.Values{"site_name": {"Acme Corp"}, "session_timeout_minutes": {"60"}, "max_upload_mb": {"25"},
 		"allow_signups": {"on"}, "email_notifications": {"on"}}
 	with := func(k, v string) url.Values {
@@ -222,12 +222,12 @@ func TestAdminSettings(t *testing.T) {
 	if body := wacGet(t, a, "/settings?flash=settings", http.StatusOK); !strings.Contains(body, "Settings saved.") || !strings.Contains(body, "Maintenance mode is on") {
 		t.Error("settings page after save")
 	}
-	wacRoundTrip(t, "admin", data, a)
+	roundTrip(t, "admin", data, a)
 }
 
 func TestAdminKeys(t *testing.T) {
-	a, data := wacApp(t, "admin")
-	before := wacState(t, a, nil)
+	a, data := loadApp(t, "admin")
+	before := appState(t, a, nil)
 	for _, l := range []string{"", "  ", "ci DEPLOY", strings.Repeat("k", 65), "bad\x01", "<script>"} {
 		wacPost(t, a, "/keys", url.Values{"label": {l}}, http.StatusUnprocessableEntity)
 	}
@@ -256,12 +256,12 @@ func TestAdminKeys(t *testing.T) {
 	}
 	// A revoked key's label may be used again.
 	wacPost(t, a, "/keys", url.Values{"label": {"CI deploy"}}, http.StatusSeeOther)
-	wacRoundTrip(t, "admin", data, a)
+	roundTrip(t, "admin", data, a)
 	// At most 100 keys.
 	for i := len(adminTestGet(t, a).Keys); i < adminMaxKeys; i++ {
 		wacPost(t, a, "/keys", url.Values{"label": {fmt.Sprint("k", i)}}, http.StatusSeeOther)
 	}
-	before = wacState(t, a, nil)
+	before = appState(t, a, nil)
 	wacPost(t, a, "/keys", url.Values{"label": {"one too many"}}, http.StatusUnprocessableEntity)
 	wacSame(t, a, before, "a key over the limit")
 }
@@ -316,7 +316,7 @@ func TestAdminData(t *testing.T) {
 }
 
 func TestAdminHostile(t *testing.T) {
-	a, _ := wacApp(t, "admin")
+	a, _ := loadApp(t, "admin")
 	posts := []string{"/users/new", "/users/2/edit", "/users/99/edit", "/users/-1/edit", "/users/2", "/users", "/settings",
 		"/keys", "/keys/key_1/revoke", "/keys/key_2/revoke", "/keys/nope/revoke", "/audit", "/", "/nope"}
 	gets := []string{"/", "/users", "/users/2", "/users/new", "/users/2/edit", "/users/0/edit", "/settings", "/keys",
@@ -325,7 +325,7 @@ func TestAdminHostile(t *testing.T) {
 }
 
 func TestAdminConcurrent(t *testing.T) {
-	a, data := wacApp(t, "admin")
+	a, data := loadApp(t, "admin")
 	wacConcurrent(t, a, []string{"/", "/users", "/users/2/edit", "/settings", "/keys", "/audit"}, func(i int) {
 		wacDo(a, http.MethodPost, "/users/new", url.Values{"name": {"U"}, "email": {fmt.Sprintf("u%d@x.io", i)}, "role": {"viewer"}}.Encode())
 		wacDo(a, http.MethodPost, "/settings", url.Values{"site_name": {"S"}, "session_timeout_minutes": {fmt.Sprint(5 + i)}, "max_upload_mb": {"3"}}.Encode())
@@ -333,5 +333,5 @@ func TestAdminConcurrent(t *testing.T) {
 	if s := adminTestGet(t, a); len(s.Users) != 6+80 {
 		t.Errorf("%d users", len(s.Users))
 	}
-	wacRoundTrip(t, "admin", data, a)
+	roundTrip(t, "admin", data, a)
 }

@@ -80,10 +80,10 @@ func init() { register("calendar", newCalendar) }
 //go:embed pages/calendar/*.html
 var calFS embed.FS
 
-var calTmpl = wacTemplates(calFS, "pages/calendar", calFuncs())
+var calTmpl = parsePages(calFS, "pages/calendar", calFuncs())
 
 func calFuncs() template.FuncMap {
-	f := wacFuncs()
+	f := officeFuncs()
 	f["color"] = calColor
 	return f
 }
@@ -123,7 +123,7 @@ type calState struct {
 
 type calApp struct {
 	journal
-	site     wacSite
+	web      router
 	name     string
 	me, mail string
 	rooms    []calRoom
@@ -138,17 +138,17 @@ func newCalendar(data, saved []byte) (App, error) {
 			Email string `json:"email"`
 		} `json:"user"`
 		Rooms []struct {
-			ID       wacStr `json:"id"`
-			Name     string `json:"name"`
-			Capacity int    `json:"capacity"`
+			ID       jsonStr `json:"id"`
+			Name     string  `json:"name"`
+			Capacity int     `json:"capacity"`
 		} `json:"rooms"`
 		Events []struct {
-			ID        wacInt   `json:"id"`
+			ID        jsonID   `json:"id"`
 			Title     string   `json:"title"`
 			Date      string   `json:"date"`
 			Start     string   `json:"start"`
 			End       string   `json:"end"`
-			Room      wacStr   `json:"room"`
+			Room      jsonStr  `json:"room"`
 			Attendees []string `json:"attendees"`
 			Organizer string   `json:"organizer"`
 			Cancelled bool     `json:"cancelled"`
@@ -164,7 +164,7 @@ func newCalendar(data, saved []byte) (App, error) {
 	if a.me == "" {
 		a.me = "You"
 	}
-	if !wacText(a.name, 60) || !wacText(a.me, 100) || (a.mail != "" && !wacEmailOK(a.mail)) {
+	if !lineOK(a.name, 60) || !lineOK(a.me, 100) || (a.mail != "" && !emailOK(a.mail)) {
 		return nil, fmt.Errorf("calendar: bad site or user")
 	}
 	if len(d.Rooms) > calMaxRooms || len(d.Events) > calMaxEvents {
@@ -178,7 +178,7 @@ func newCalendar(data, saved []byte) (App, error) {
 		if r.ID == "" {
 			r.ID = wikiSlugify(r.Name)
 		}
-		if !wacIDOK(r.ID) || r.Name == "" || !wacText(r.Name, 60) {
+		if !idOK(r.ID) || r.Name == "" || !lineOK(r.Name, 60) {
 			return nil, fmt.Errorf("calendar: room %d: want an id (letters, digits, '-', '_') and a name of 1-60 characters", i)
 		}
 		if r.Capacity < 1 || r.Capacity > 1000 {
@@ -276,10 +276,10 @@ func newCalendar(data, saved []byte) (App, error) {
 
 // check validates an event's own fields.
 func (a *calApp) check(e *calEvent) error {
-	if e.Title == "" || !wacText(e.Title, calMaxTitle) {
+	if e.Title == "" || !lineOK(e.Title, calMaxTitle) {
 		return fmt.Errorf("title must be one line of 1-%d characters", calMaxTitle)
 	}
-	if _, ok := wacDate(e.Date); !ok {
+	if _, ok := parseDate(e.Date); !ok {
 		return fmt.Errorf("date %q is not YYYY-MM-DD", e.Date)
 	}
 	if calMinutes(e.End) <= calMinutes(e.Start) {
@@ -289,11 +289,11 @@ func (a *calApp) check(e *calEvent) error {
 		return fmt.Errorf("over %d attendees", calMaxAttendees)
 	}
 	for _, m := range e.Attendees {
-		if !wacEmailOK(m) {
+		if !emailOK(m) {
 			return fmt.Errorf("attendee %q is not an email", m)
 		}
 	}
-	if !wacText(e.Organizer, 254) {
+	if !lineOK(e.Organizer, 254) {
 		return fmt.Errorf("organizer is not one line")
 	}
 	return nil
@@ -307,16 +307,7 @@ func (a *calApp) organizer() string {
 }
 
 func (a *calApp) nextID(taken map[int]bool) int {
-	n := 1
-	for _, e := range a.events {
-		if e.ID >= n {
-			n = e.ID + 1
-		}
-	}
-	for taken[n] {
-		n++
-	}
-	return n
+	return freeID(a.events, func(e *calEvent) int { return e.ID }, taken)
 }
 
 // room finds a room by id or name, any case.
@@ -389,8 +380,8 @@ func calAttendees(s string) ([]string, string) {
 	seen := map[string]bool{}
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }) {
 		f = strings.Trim(f, "<>")
-		if !wacEmailOK(f) {
-			return nil, "“" + wacClip(f, 60) + "” is not an email address."
+		if !emailOK(f) {
+			return nil, "“" + clip(f, 60) + "” is not an email address."
 		}
 		if k := strings.ToLower(f); !seen[k] {
 			seen[k] = true
@@ -406,23 +397,16 @@ func calAttendees(s string) ([]string, string) {
 func (a *calApp) State() ([]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := calState{Events: a.events, Log: a.Log}
-	if s.Events == nil {
-		s.Events = []*calEvent{}
-	}
-	if s.Log == nil {
-		s.Log = []Event{}
-	}
+	s := calState{Events: orEmpty(a.events), Log: orEmpty(a.Log)}
 	return json.Marshal(s)
 }
 
-func (a *calApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.site.mux.ServeHTTP(w, r) }
+func (a *calApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.web.ServeHTTP(w, r) }
 
 func (a *calApp) routes() {
-	a.site = wacSite{mu: &a.mu, mux: http.NewServeMux(), fail: a.fail,
-		full: func() bool { return len(a.Log) >= MaxLog }}
-	s := &a.site
-	s.get("/{$}", func(r *http.Request) wacResp { return wacRedirect("/month/" + wacToday[:7]) })
+	a.web = a.journal.logRouter(a.fail)
+	s := &a.web
+	s.get("/{$}", func(r *http.Request) answer { return redirect("/month/" + todayDate[:7]) })
 	s.get("/month/{ym}", a.month)
 	s.get("/week/{date}", a.week)
 	s.get("/day/{date}", a.day)
@@ -447,7 +431,7 @@ type calView struct {
 	Mail   string
 	Nav    string
 	Q      string
-	Crumbs []wacCrumb
+	Crumbs []crumb
 	Flash  string
 	Today  string
 	Mini   calMonth // the sidebar's month
@@ -486,7 +470,7 @@ type calMonth struct {
 
 func (a *calApp) item(e *calEvent) calItem {
 	wd := e.Date
-	if t, ok := wacDate(e.Date); ok {
+	if t, ok := parseDate(e.Date); ok {
 		wd = t.Format("Mon, Jan 2")
 	}
 	color := "c0"
@@ -525,8 +509,8 @@ func (a *calApp) monthGrid(first time.Time, max int) calMonth {
 		if len(m.Weeks) == 0 || len(m.Weeks[len(m.Weeks)-1]) == 7 {
 			m.Weeks = append(m.Weeks, nil)
 		}
-		ds := d.Format(wacDateLayout)
-		day := calDay{Date: ds, Num: d.Day(), In: d.Month() == first.Month(), Today: ds == wacToday}
+		ds := d.Format(dateLayout)
+		day := calDay{Date: ds, Num: d.Day(), In: d.Month() == first.Month(), Today: ds == todayDate}
 		if max > 0 {
 			items := a.on(ds, false)
 			if len(items) > max {
@@ -541,41 +525,41 @@ func (a *calApp) monthGrid(first time.Time, max int) calMonth {
 	return m
 }
 
-func (a *calApp) page(r *http.Request, status int, page, title, nav string, crumbs []wacCrumb, p any) wacResp {
-	first, _ := time.Parse("2006-01", wacToday[:7])
-	v := calView{Title: title, Site: a.name, Me: a.me, Mail: a.mail, Nav: nav, Crumbs: crumbs, Today: wacToday,
+func (a *calApp) page(r *http.Request, status int, page, title, nav string, crumbs []crumb, p any) answer {
+	first, _ := time.Parse("2006-01", todayDate[:7])
+	v := calView{Title: title, Site: a.name, Me: a.me, Mail: a.mail, Nav: nav, Crumbs: crumbs, Today: todayDate,
 		Flash: calFlashes[r.URL.Query().Get("flash")], Mini: a.monthGrid(first, 0), Rooms: a.rooms, P: p}
-	return wacPage(calTmpl[page], status, v)
+	return render(calTmpl[page], status, v)
 }
 
-func (a *calApp) fail(status int, msg string) wacResp {
-	first, _ := time.Parse("2006-01", wacToday[:7])
-	v := calView{Title: http.StatusText(status), Site: a.name, Me: a.me, Mail: a.mail, Today: wacToday,
+func (a *calApp) fail(status int, msg string) answer {
+	first, _ := time.Parse("2006-01", todayDate[:7])
+	v := calView{Title: http.StatusText(status), Site: a.name, Me: a.me, Mail: a.mail, Today: todayDate,
 		Mini: a.monthGrid(first, 0), Rooms: a.rooms,
 		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
-	return wacPage(calTmpl["error"], status, v)
+	return render(calTmpl["error"], status, v)
 }
 
-var calHome = wacCrumb{"Calendar", "/"}
+var calHome = crumb{"Calendar", "/"}
 
-func (a *calApp) month(r *http.Request) wacResp {
+func (a *calApp) month(r *http.Request) answer {
 	first, err := time.Parse("2006-01", r.PathValue("ym"))
 	if err != nil || first.Year() < 1970 || first.Year() > 2199 {
 		return a.fail(http.StatusNotFound, "That is not a month this calendar shows (use YYYY-MM).")
 	}
 	m := a.monthGrid(first, 3)
-	newDate := first.Format(wacDateLayout)
-	if wacToday[:7] == m.YM {
-		newDate = wacToday
+	newDate := first.Format(dateLayout)
+	if todayDate[:7] == m.YM {
+		newDate = todayDate
 	}
 	return a.page(r, http.StatusOK, "month", m.Name, "month", nil, map[string]any{"M": m, "New": newDate})
 }
 
 func (a *calApp) dayParam(r *http.Request) (time.Time, bool) {
-	return wacDate(r.PathValue("date"))
+	return parseDate(r.PathValue("date"))
 }
 
-func (a *calApp) week(r *http.Request) wacResp {
+func (a *calApp) week(r *http.Request) answer {
 	d, ok := a.dayParam(r)
 	if !ok {
 		return a.fail(http.StatusNotFound, "That is not a date (use YYYY-MM-DD).")
@@ -584,13 +568,13 @@ func (a *calApp) week(r *http.Request) wacResp {
 	var days []calDay
 	for i := 0; i < 7; i++ {
 		x := mon.AddDate(0, 0, i)
-		ds := x.Format(wacDateLayout)
-		days = append(days, calDay{Date: ds, Num: x.Day(), In: true, Today: ds == wacToday, Items: a.on(ds, false), Weekday: x.Format("Mon Jan 2")})
+		ds := x.Format(dateLayout)
+		days = append(days, calDay{Date: ds, Num: x.Day(), In: true, Today: ds == todayDate, Items: a.on(ds, false), Weekday: x.Format("Mon Jan 2")})
 	}
 	sun := mon.AddDate(0, 0, 6)
 	title := mon.Format("Jan 2") + " – " + sun.Format("Jan 2, 2006")
 	return a.page(r, http.StatusOK, "week", "Week of "+mon.Format("Jan 2, 2006"), "week", nil, map[string]any{
-		"Days": days, "Name": title, "Prev": mon.AddDate(0, 0, -7).Format(wacDateLayout), "Next": mon.AddDate(0, 0, 7).Format(wacDateLayout),
+		"Days": days, "Name": title, "Prev": mon.AddDate(0, 0, -7).Format(dateLayout), "Next": mon.AddDate(0, 0, 7).Format(dateLayout),
 		"Month": mon.Format("2006-01")})
 }
 
@@ -599,12 +583,12 @@ type calRoomDay struct {
 	Items []calItem
 }
 
-func (a *calApp) day(r *http.Request) wacResp {
+func (a *calApp) day(r *http.Request) answer {
 	d, ok := a.dayParam(r)
 	if !ok {
 		return a.fail(http.StatusNotFound, "That is not a date (use YYYY-MM-DD).")
 	}
-	ds := d.Format(wacDateLayout)
+	ds := d.Format(dateLayout)
 	items := a.on(ds, true)
 	var rooms []calRoomDay
 	for _, rm := range a.rooms {
@@ -617,32 +601,32 @@ func (a *calApp) day(r *http.Request) wacResp {
 		rooms = append(rooms, rd)
 	}
 	return a.page(r, http.StatusOK, "day", d.Format("Monday, January 2, 2006"), "day",
-		[]wacCrumb{calHome, {d.Format("January 2006"), "/month/" + d.Format("2006-01")}, {d.Format("Mon, Jan 2"), ""}},
+		[]crumb{calHome, {d.Format("January 2006"), "/month/" + d.Format("2006-01")}, {d.Format("Mon, Jan 2"), ""}},
 		map[string]any{"Date": ds, "Name": d.Format("Monday, January 2, 2006"), "Items": items, "RoomDays": rooms,
-			"Prev": d.AddDate(0, 0, -1).Format(wacDateLayout), "Next": d.AddDate(0, 0, 1).Format(wacDateLayout), "IsToday": ds == wacToday})
+			"Prev": d.AddDate(0, 0, -1).Format(dateLayout), "Next": d.AddDate(0, 0, 1).Format(dateLayout), "IsToday": ds == todayDate})
 }
 
-func (a *calApp) crumbs(e *calEvent, last string) []wacCrumb {
-	c := []wacCrumb{calHome}
-	if t, ok := wacDate(e.Date); ok {
-		c = append(c, wacCrumb{t.Format("Mon, Jan 2"), "/day/" + e.Date})
+func (a *calApp) crumbs(e *calEvent, last string) []crumb {
+	c := []crumb{calHome}
+	if t, ok := parseDate(e.Date); ok {
+		c = append(c, crumb{t.Format("Mon, Jan 2"), "/day/" + e.Date})
 	}
-	c = append(c, wacCrumb{e.Title, "/event/" + strconv.Itoa(e.ID)})
+	c = append(c, crumb{e.Title, "/event/" + strconv.Itoa(e.ID)})
 	if last != "" {
-		c = append(c, wacCrumb{last, ""})
+		c = append(c, crumb{last, ""})
 	} else {
 		c[len(c)-1].URL = ""
 	}
 	return c
 }
 
-func (a *calApp) show(r *http.Request) wacResp {
+func (a *calApp) show(r *http.Request) answer {
 	e := a.event(r)
 	if e == nil {
 		return a.fail(http.StatusNotFound, "There is no such event.")
 	}
 	long := e.Date
-	if t, ok := wacDate(e.Date); ok {
+	if t, ok := parseDate(e.Date); ok {
 		long = t.Format("Monday, January 2, 2006")
 	}
 	var rm *calRoom
@@ -652,7 +636,7 @@ func (a *calApp) show(r *http.Request) wacResp {
 	return a.page(r, http.StatusOK, "event", e.Title, "", a.crumbs(e, ""), map[string]any{"E": e, "Long": long, "Room": rm, "Color": a.item(e).Color})
 }
 
-func (a *calApp) roomsPage(r *http.Request) wacResp {
+func (a *calApp) roomsPage(r *http.Request) answer {
 	type row struct {
 		calRoom
 		Today    int
@@ -663,21 +647,21 @@ func (a *calApp) roomsPage(r *http.Request) wacResp {
 		x := row{calRoom: rm}
 		for _, e := range a.events {
 			if e.Room == rm.ID && !e.Cancelled {
-				if e.Date == wacToday {
+				if e.Date == todayDate {
 					x.Today++
 				}
-				if e.Date >= wacToday {
+				if e.Date >= todayDate {
 					x.Upcoming++
 				}
 			}
 		}
 		rows = append(rows, x)
 	}
-	return a.page(r, http.StatusOK, "rooms", "Rooms", "rooms", []wacCrumb{calHome, {"Rooms", ""}}, map[string]any{"Rows": rows})
+	return a.page(r, http.StatusOK, "rooms", "Rooms", "rooms", []crumb{calHome, {"Rooms", ""}}, map[string]any{"Rows": rows})
 }
 
-func (a *calApp) search(r *http.Request) wacResp {
-	q := wacClip(strings.TrimSpace(strings.ToValidUTF8(r.URL.Query().Get("q"), "")), 200)
+func (a *calApp) search(r *http.Request) answer {
+	q := clip(strings.TrimSpace(strings.ToValidUTF8(r.URL.Query().Get("q"), "")), 200)
 	var items []calItem
 	if q != "" {
 		lq := strings.ToLower(q)
@@ -694,7 +678,7 @@ func (a *calApp) search(r *http.Request) wacResp {
 		}
 		return items[i].Start < items[j].Start
 	})
-	return a.page(r, http.StatusOK, "search", "Search", "", []wacCrumb{calHome, {"Search", ""}}, map[string]any{"Q": q, "Items": items})
+	return a.page(r, http.StatusOK, "search", "Search", "", []crumb{calHome, {"Search", ""}}, map[string]any{"Q": q, "Items": items})
 }
 
 // --- forms ---
@@ -715,7 +699,7 @@ func calPrefill(f *calForm, q url.Values, a *calApp) {
 		max int
 	}{{"title", &f.Title, 300}, {"date", &f.Date, 20}, {"start", &f.Start, 10}, {"end", &f.End, 10}, {"attendees", &f.Attendees, 3000}} {
 		if v := q.Get(p.key); v != "" {
-			*p.dst = wacClip(v, p.max)
+			*p.dst = clip(v, p.max)
 		}
 	}
 	if q.Has("room") {
@@ -727,10 +711,10 @@ func calPrefill(f *calForm, q url.Values, a *calApp) {
 	}
 }
 
-func (a *calApp) newForm(r *http.Request) wacResp {
-	f := calForm{Mode: "new", Action: "/new", Heading: "New event", Rooms: a.rooms, Focus: "title", Date: wacToday, Start: "09:00", End: "10:00"}
+func (a *calApp) newForm(r *http.Request) answer {
+	f := calForm{Mode: "new", Action: "/new", Heading: "New event", Rooms: a.rooms, Focus: "title", Date: todayDate, Start: "09:00", End: "10:00"}
 	calPrefill(&f, r.URL.Query(), a)
-	return a.page(r, http.StatusOK, "form", "New event", "new", []wacCrumb{calHome, {"New event", ""}}, f)
+	return a.page(r, http.StatusOK, "form", "New event", "new", []crumb{calHome, {"New event", ""}}, f)
 }
 
 // read validates the event form against the other events (self is the
@@ -740,12 +724,12 @@ func (a *calApp) read(f url.Values, self *calEvent) (*calEvent, map[string]strin
 	errs := map[string]string{}
 	if e.Title == "" {
 		errs["title"] = "Add a title."
-	} else if !wacText(e.Title, calMaxTitle) {
+	} else if !lineOK(e.Title, calMaxTitle) {
 		errs["title"] = fmt.Sprintf("A title is one line of at most %d characters.", calMaxTitle)
 	}
 	if e.Date == "" {
 		errs["date"] = "Enter a date."
-	} else if _, ok := wacDate(e.Date); !ok {
+	} else if _, ok := parseDate(e.Date); !ok {
 		errs["date"] = "Enter a real date as YYYY-MM-DD, e.g. 2026-03-05."
 	}
 	var ok bool
@@ -806,9 +790,9 @@ func (a *calApp) read(f url.Values, self *calEvent) (*calEvent, map[string]strin
 	return e, errs
 }
 
-func (a *calApp) again(r *http.Request, fm calForm, f url.Values, errs map[string]string, crumbs []wacCrumb) wacResp {
-	fm.Title, fm.Date, fm.Start, fm.End = wacClip(f.Get("title"), 300), wacClip(f.Get("date"), 20), wacClip(f.Get("start"), 10), wacClip(f.Get("end"), 10)
-	fm.Attendees = wacClip(f.Get("attendees"), 3000)
+func (a *calApp) again(r *http.Request, fm calForm, f url.Values, errs map[string]string, crumbs []crumb) answer {
+	fm.Title, fm.Date, fm.Start, fm.End = clip(f.Get("title"), 300), clip(f.Get("date"), 20), clip(f.Get("start"), 10), clip(f.Get("end"), 10)
+	fm.Attendees = clip(f.Get("attendees"), 3000)
 	if rm := a.room(f.Get("room")); rm != nil {
 		fm.Room = rm.ID
 	}
@@ -817,22 +801,22 @@ func (a *calApp) again(r *http.Request, fm calForm, f url.Values, errs map[strin
 	return a.page(r, http.StatusUnprocessableEntity, "form", fm.Heading, fm.Mode, crumbs, fm)
 }
 
-func (a *calApp) create(r *http.Request, f url.Values) wacResp {
+func (a *calApp) create(r *http.Request, f url.Values) answer {
 	e, errs := a.read(f, nil)
 	if len(errs) == 0 && len(a.events) >= calMaxEvents {
 		errs["title"] = fmt.Sprintf("This calendar holds at most %d events.", calMaxEvents)
 	}
 	if len(errs) > 0 {
-		return a.again(r, calForm{Mode: "new", Action: "/new", Heading: "New event"}, f, errs, []wacCrumb{calHome, {"New event", ""}})
+		return a.again(r, calForm{Mode: "new", Action: "/new", Heading: "New event"}, f, errs, []crumb{calHome, {"New event", ""}})
 	}
 	e.ID = a.nextID(nil)
 	a.add("create_event", map[string]string{"id": strconv.Itoa(e.ID), "title": e.Title, "date": e.Date, "start": e.Start,
 		"end": e.End, "room": e.Room, "attendees": strings.Join(e.Attendees, ",")})
 	a.events = append(a.events, e)
-	return wacRedirect("/event/" + strconv.Itoa(e.ID) + "?flash=created")
+	return redirect("/event/" + strconv.Itoa(e.ID) + "?flash=created")
 }
 
-func (a *calApp) editForm(r *http.Request) wacResp {
+func (a *calApp) editForm(r *http.Request) answer {
 	e := a.event(r)
 	if e == nil {
 		return a.fail(http.StatusNotFound, "There is no such event.")
@@ -846,7 +830,7 @@ func (a *calApp) editForm(r *http.Request) wacResp {
 	return a.page(r, http.StatusOK, "form", "Edit "+e.Title, "", a.crumbs(e, "Edit"), f)
 }
 
-func (a *calApp) edit(r *http.Request, f url.Values) wacResp {
+func (a *calApp) edit(r *http.Request, f url.Values) answer {
 	old := a.event(r)
 	if old == nil {
 		return a.fail(http.StatusNotFound, "There is no such event.")
@@ -867,15 +851,15 @@ func (a *calApp) edit(r *http.Request, f url.Values) wacResp {
 	}
 	to := "/event/" + strconv.Itoa(old.ID)
 	if len(fields) == 0 {
-		return wacRedirect(to + "?flash=nochange")
+		return redirect(to + "?flash=nochange")
 	}
 	fields["id"], fields["title"] = strconv.Itoa(old.ID), e.Title
 	a.add("edit_event", fields)
 	old.Title, old.Date, old.Start, old.End, old.Room, old.Attendees = e.Title, e.Date, e.Start, e.End, e.Room, e.Attendees
-	return wacRedirect(to + "?flash=saved")
+	return redirect(to + "?flash=saved")
 }
 
-func (a *calApp) cancelForm(r *http.Request) wacResp {
+func (a *calApp) cancelForm(r *http.Request) answer {
 	e := a.event(r)
 	if e == nil {
 		return a.fail(http.StatusNotFound, "There is no such event.")
@@ -883,7 +867,7 @@ func (a *calApp) cancelForm(r *http.Request) wacResp {
 	return a.page(r, http.StatusOK, "cancel", "Cancel "+e.Title, "", a.crumbs(e, "Cancel"), map[string]any{"E": a.item(e), "Err": ""})
 }
 
-func (a *calApp) cancel(r *http.Request, f url.Values) wacResp {
+func (a *calApp) cancel(r *http.Request, f url.Values) answer {
 	e := a.event(r)
 	if e == nil {
 		return a.fail(http.StatusNotFound, "There is no such event.")
@@ -899,5 +883,5 @@ func (a *calApp) cancel(r *http.Request, f url.Values) wacResp {
 	}
 	a.add("cancel_event", map[string]string{"id": strconv.Itoa(e.ID), "title": e.Title})
 	e.Cancelled = true
-	return wacRedirect("/event/" + strconv.Itoa(e.ID) + "?flash=cancelled")
+	return redirect("/event/" + strconv.Itoa(e.ID) + "?flash=cancelled")
 }

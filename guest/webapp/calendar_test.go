@@ -16,7 +16,7 @@ type calTestState struct {
 func calTestEvent(t *testing.T, a App, id int) *calEvent {
 	t.Helper()
 	var s calTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	for i := range s.Events {
 		if s.Events[i].ID == id {
 			return &s.Events[i]
@@ -26,7 +26,7 @@ func calTestEvent(t *testing.T, a App, id int) *calEvent {
 }
 
 func TestCalendarPagesRender(t *testing.T) {
-	a, _ := wacApp(t, "calendar")
+	a, _ := loadApp(t, "calendar")
 	if w := wacDo(a, http.MethodGet, "/", ""); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/month/2026-03" {
 		t.Errorf("/: %d to %q", w.Code, w.Header().Get("Location"))
 	}
@@ -80,7 +80,7 @@ func TestCalendarPagesRender(t *testing.T) {
 }
 
 func TestCalendarCreate(t *testing.T) {
-	a, data := wacApp(t, "calendar")
+	a, data := loadApp(t, "calendar")
 	good := url.Values{"title": {"Hiring sync"}, "date": {"2026-03-02"}, "start": {"10:30"}, "end": {"11:00"}, "room": {"atlas"},
 		"attendees": {"sam.lee@acme.example; PRIYA@acme.example, sam.lee@acme.example"}}
 	with := func(kv ...string) url.Values {
@@ -93,7 +93,7 @@ func TestCalendarCreate(t *testing.T) {
 		}
 		return f
 	}
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	for _, c := range []struct {
 		f    url.Values
 		want string
@@ -146,11 +146,11 @@ func TestCalendarCreate(t *testing.T) {
 	if body := wacGet(t, a, "/day/2026-03-02", http.StatusOK); !strings.Contains(body, "Hiring sync") {
 		t.Error("day view lacks the new event")
 	}
-	wacRoundTrip(t, "calendar", data, a)
+	roundTrip(t, "calendar", data, a)
 }
 
 func TestCalendarEditCancel(t *testing.T) {
-	a, data := wacApp(t, "calendar")
+	a, data := loadApp(t, "calendar")
 	cur := url.Values{"title": {"1:1 Dana / Sam"}, "date": {"2026-03-04"}, "start": {"09:30"}, "end": {"10:00"}, "room": {"borealis"}, "attendees": {"sam.lee@acme.example"}}
 	with := func(kv ...string) url.Values {
 		f := url.Values{}
@@ -162,7 +162,7 @@ func TestCalendarEditCancel(t *testing.T) {
 		}
 		return f
 	}
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	// No change: no log; editing in place does not conflict with itself.
 	if w := wacPost(t, a, "/event/3/edit", cur, http.StatusSeeOther); w.Header().Get("Location") != "/event/3?flash=nochange" {
 		t.Errorf("no-op edit to %q", w.Header().Get("Location"))
@@ -184,7 +184,7 @@ func TestCalendarEditCancel(t *testing.T) {
 		t.Errorf("log %+v", ev)
 	}
 	// Cancel.
-	before = wacState(t, a, nil)
+	before = appState(t, a, nil)
 	wacPost(t, a, "/event/2/cancel", url.Values{}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/event/6/cancel", url.Values{"confirm": {"yes"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/event/99/cancel", url.Values{"confirm": {"yes"}}, http.StatusNotFound)
@@ -201,7 +201,7 @@ func TestCalendarEditCancel(t *testing.T) {
 	}
 	// The slot is free now.
 	wacPost(t, a, "/event/3/edit", with("date", "2026-03-03", "start", "14:00", "end", "15:00", "room", "cosmos"), http.StatusSeeOther)
-	wacRoundTrip(t, "calendar", data, a)
+	roundTrip(t, "calendar", data, a)
 }
 
 func TestCalendarData(t *testing.T) {
@@ -229,11 +229,11 @@ func TestCalendarData(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s calTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	if len(s.Events) != 2 || s.Events[0].ID != 4 || s.Events[0].Room != "small-room" || s.Events[0].Start != "09:00" || s.Events[1].ID != 5 || s.Events[1].Room != "101" {
 		t.Errorf("lenient data: %+v", s.Events)
 	}
-	wacRoundTrip(t, "calendar", []byte(`{"rooms":[{"id":101,"name":"Big","capacity":30},{"name":"Small Room","capacity":2}]}`), mustCal(t, `{"rooms":[{"id":101,"name":"Big","capacity":30},{"name":"Small Room","capacity":2}]}`))
+	roundTrip(t, "calendar", []byte(`{"rooms":[{"id":101,"name":"Big","capacity":30},{"name":"Small Room","capacity":2}]}`), mustCal(t, `{"rooms":[{"id":101,"name":"Big","capacity":30},{"name":"Small Room","capacity":2}]}`))
 	if _, err := New("calendar", nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestCalendarLimits(t *testing.T) {
 	if !strings.Contains(body, "997 more") {
 		t.Error("month view does not fold a full day")
 	}
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	if w := wacPost(t, a, "/new", url.Values{"title": {"X"}, "date": {"2026-03-02"}, "start": {"10:00"}, "end": {"11:00"}}, http.StatusUnprocessableEntity); !strings.Contains(w.Body.String(), "at most 1000 events") {
 		t.Error("no limit message")
 	}
@@ -277,12 +277,12 @@ func TestCalendarLimits(t *testing.T) {
 	for i := 0; i <= calMaxAttendees; i++ {
 		many = append(many, fmt.Sprintf("p%d@x.io", i))
 	}
-	b, _ := wacApp(t, "calendar")
+	b, _ := loadApp(t, "calendar")
 	wacPost(t, b, "/new", url.Values{"title": {"X"}, "date": {"2026-03-02"}, "start": {"10:00"}, "end": {"11:00"}, "attendees": {strings.Join(many, ",")}}, http.StatusUnprocessableEntity)
 }
 
 func TestCalendarHostile(t *testing.T) {
-	a, _ := wacApp(t, "calendar")
+	a, _ := loadApp(t, "calendar")
 	posts := []string{"/new", "/event/1/edit", "/event/6/edit", "/event/99/edit", "/event/x/edit", "/event/1/cancel", "/event/6/cancel",
 		"/event/99/cancel", "/event/1", "/month/2026-03", "/day/2026-03-02", "/", "/nope"}
 	gets := []string{"/", "/month/2026-03", "/month/0000-00", "/week/2026-03-02", "/day/2026-03-02", "/day/9999-99-99", "/event/1", "/event/-1",
@@ -298,14 +298,14 @@ func TestCalendarHostile(t *testing.T) {
 }
 
 func TestCalendarConcurrent(t *testing.T) {
-	a, data := wacApp(t, "calendar")
+	a, data := loadApp(t, "calendar")
 	wacConcurrent(t, a, []string{"/month/2026-03", "/week/2026-03-02", "/day/2026-03-02", "/event/1", "/rooms"}, func(i int) {
 		// The same room and slot from everyone: exactly one booking wins.
 		wacDo(a, http.MethodPost, "/new", url.Values{"title": {fmt.Sprint("Race ", i)}, "date": {"2026-03-20"}, "start": {"10:00"}, "end": {"11:00"}, "room": {"atlas"}}.Encode())
 		wacDo(a, http.MethodPost, "/new", url.Values{"title": {fmt.Sprint("Free ", i)}, "date": {"2026-03-21"}, "start": {"10:00"}, "end": {"11:00"}}.Encode())
 	})
 	var s calTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	won := 0
 	for _, e := range s.Events {
 		if e.Date == "2026-03-20" {
@@ -315,5 +315,5 @@ func TestCalendarConcurrent(t *testing.T) {
 	if won != 1 || len(s.Events) != 7+1+80 {
 		t.Errorf("%d bookings won the slot, %d events", won, len(s.Events))
 	}
-	wacRoundTrip(t, "calendar", data, a)
+	roundTrip(t, "calendar", data, a)
 }

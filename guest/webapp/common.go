@@ -1,7 +1,6 @@
 package webapp
 
 import (
-	"html/template"
 	"net/http"
 	"net/url"
 	"sync"
@@ -60,15 +59,6 @@ func form(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	return r.PostForm, true
 }
 
-// render executes t into w as an HTML page; a template error is a 500.
-func render(w http.ResponseWriter, t *template.Template, name string, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if err := t.ExecuteTemplate(w, name, data); err != nil {
-		http.Error(w, "page error", http.StatusInternalServerError)
-	}
-}
-
 // seeOther redirects after a successful POST (post/redirect/get).
 func seeOther(w http.ResponseWriter, r *http.Request, to string) {
 	http.Redirect(w, r, to, http.StatusSeeOther)
@@ -78,3 +68,12 @@ func seeOther(w http.ResponseWriter, r *http.Request, to string) {
 // instance's data, never the wall clock, so an instance renders the same
 // on every run.
 var epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// logRouter is the router of an app whose every change is logged: once the
+// log is full, a post is refused with fail's 429 page.
+func (j *journal) logRouter(fail func(status int, msg string) answer) router {
+	s := newRouter(&j.mu, scriptStyle)
+	s.full = func() bool { return len(j.Log) >= MaxLog }
+	s.fail = fail
+	return s
+}

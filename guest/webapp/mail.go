@@ -52,6 +52,7 @@ package webapp
 // /message/ID. Folder URLs path-escape the name (/folder/Project%20X).
 
 import (
+	"embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -185,19 +186,7 @@ type mail struct {
 	msgs    []*mailMessage
 	byID    map[string]*mailMessage
 	sent    []mailSent
-	mux     *http.ServeMux
-}
-
-func mailIDOK(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
+	web     router
 }
 
 var mailDateForms = []string{"2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, "2006-01-02"}
@@ -246,7 +235,7 @@ func (m *mail) addFolder(name string) error {
 	if name == "" || len([]rune(name)) > 40 || strings.ContainsAny(name, "/\\") {
 		return fmt.Errorf("bad folder name %q (1-40 characters, no slashes)", name)
 	}
-	if _, msg := kitText(name, 40); msg != "" || strings.EqualFold(name, "starred") {
+	if _, msg := cleanLine(name, 40); msg != "" || strings.EqualFold(name, "starred") {
 		return fmt.Errorf("bad folder name %q", name)
 	}
 	if m.folder(name) == "" {
@@ -257,7 +246,7 @@ func (m *mail) addFolder(name string) error {
 
 // addMessage checks a message and adds it.
 func (m *mail) addMessage(msg mailMessage) error {
-	if !mailIDOK(msg.ID) {
+	if !tokenOK(msg.ID, 64) {
 		return fmt.Errorf("message id %q: 1-64 of A-Z a-z 0-9 . _ -", msg.ID)
 	}
 	if m.byID[msg.ID] != nil {
@@ -319,7 +308,7 @@ func newMail(data, saved []byte) (App, error) {
 	seenFile := map[string]bool{}
 	for _, f := range d.Files {
 		f = strings.TrimSpace(f)
-		if t, msg := kitText(f, 200); msg != "" || t == "" {
+		if t, msg := cleanLine(f, 200); msg != "" || t == "" {
 			return nil, fmt.Errorf("mail: bad file name %q", f)
 		}
 		if !seenFile[f] {
@@ -398,68 +387,32 @@ func (m *mail) State() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := mailState{User: m.user, Folders: m.folders, Files: m.files, Sent: m.sent, Log: m.Log}
-	st.Messages = make([]mailMessage, len(m.msgs))
-	for i, msg := range m.msgs {
-		st.Messages[i] = *msg
-	}
+	st.Messages = values(m.msgs)
 	return json.Marshal(st)
 }
 
-func (m *mail) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
+func (m *mail) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.web.ServeHTTP(w, r) }
 
 func (m *mail) routes() {
-	x := http.NewServeMux()
-	x.HandleFunc("GET /{$}", m.get(func(r *http.Request) kitResp { return m.list(r, "Inbox") }))
-	x.HandleFunc("GET /folder/{name}", m.get(func(r *http.Request) kitResp { return m.list(r, r.PathValue("name")) }))
-	x.HandleFunc("GET /starred", m.get(func(r *http.Request) kitResp { return m.list(r, "*starred") }))
-	x.HandleFunc("GET /search", m.get(func(r *http.Request) kitResp { return m.list(r, "*search") }))
-	x.HandleFunc("GET /message/{id}", m.get(m.messagePage))
-	x.HandleFunc("GET /message/{id}/reply", m.get(func(r *http.Request) kitResp { return m.composePage(r, "reply") }))
-	x.HandleFunc("GET /message/{id}/forward", m.get(func(r *http.Request) kitResp { return m.composePage(r, "forward") }))
-	x.HandleFunc("GET /compose", m.get(func(r *http.Request) kitResp { return m.composePage(r, "compose") }))
-	x.HandleFunc("POST /compose", m.post(m.send))
-	x.HandleFunc("GET /message/{id}/move", m.get(m.movePage))
-	x.HandleFunc("POST /message/{id}/move", m.post(m.move))
-	x.HandleFunc("GET /message/{id}/{act}", m.get(m.confirmPage))
-	x.HandleFunc("POST /message/{id}/{act}", m.post(m.act))
-	x.HandleFunc("/", m.get(func(r *http.Request) kitResp {
+	m.web = newRouter(&m.mu, plainStyle)
+	m.web.repeatOK = func(k string, n int) bool { return k == "attach" && n <= mailMaxAttach } // only "attach" may repeat
+	x := &m.web
+	x.get("/{$}", func(r *http.Request) answer { return m.list(r, "Inbox") })
+	x.get("/folder/{name}", func(r *http.Request) answer { return m.list(r, r.PathValue("name")) })
+	x.get("/starred", func(r *http.Request) answer { return m.list(r, "*starred") })
+	x.get("/search", func(r *http.Request) answer { return m.list(r, "*search") })
+	x.get("/message/{id}", m.messagePage)
+	x.get("/message/{id}/reply", func(r *http.Request) answer { return m.composePage(r, "reply") })
+	x.get("/message/{id}/forward", func(r *http.Request) answer { return m.composePage(r, "forward") })
+	x.get("/compose", func(r *http.Request) answer { return m.composePage(r, "compose") })
+	x.post("/compose", m.send)
+	x.get("/message/{id}/move", m.movePage)
+	x.post("/message/{id}/move", m.move)
+	x.get("/message/{id}/{act}", m.confirmPage)
+	x.post("/message/{id}/{act}", m.act)
+	x.handle("/", func(r *http.Request) answer {
 		return m.errorPage(r, http.StatusNotFound, "Not found", "There is nothing at this address.")
-	}))
-	m.mux = x
-}
-
-func (m *mail) get(f func(*http.Request) kitResp) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		resp := func() kitResp {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return f(r)
-		}()
-		resp.send(w, r)
-	}
-}
-
-// post wraps a change: the form is read (bounded) before the lock; only
-// "attach" may repeat.
-func (m *mail) post(f func(*http.Request, url.Values) kitResp) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := form(w, r)
-		if !ok {
-			return
-		}
-		for k, vs := range v {
-			if len(vs) > 1 && (k != "attach" || len(vs) > mailMaxAttach) {
-				http.Error(w, "repeated field", http.StatusBadRequest)
-				return
-			}
-		}
-		resp := func() kitResp {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return f(r, v)
-		}()
-		resp.send(w, r)
-	}
+	})
 }
 
 type mailView struct {
@@ -468,13 +421,13 @@ type mailView struct {
 	Folders []mailFolderLink
 	Q       string
 	Flash   string
-	Crumbs  []kitCrumb
+	Crumbs  []crumb
 	Message string // error page
 
 	// lists
 	Heading    string
 	Rows       []mailRow
-	Pager      kitPager
+	Pager      pager
 	ToColumn   bool
 	FolderCol  bool
 	Empty      string
@@ -544,7 +497,7 @@ func mailClip(s string, n int) string {
 func (m *mail) view(r *http.Request, title, current string) *mailView {
 	q := r.URL.Query()
 	v := &mailView{Title: title, User: m.user}
-	v.Q, _ = kitText(mailClip(q.Get("q"), 200), 200)
+	v.Q, _ = cleanLine(mailClip(q.Get("q"), 200), 200)
 	unread := map[string]int{}
 	for _, msg := range m.msgs {
 		if !msg.Deleted && msg.Unread {
@@ -594,18 +547,18 @@ func (m *mail) view(r *http.Request, title, current string) *mailView {
 	return v
 }
 
-func (m *mail) errorPage(r *http.Request, code int, title, msg string) kitResp {
+func (m *mail) errorPage(r *http.Request, code int, title, msg string) answer {
 	v := m.view(r, title, "")
 	v.Flash = ""
 	v.Message = msg
-	return kitPage(mailPages["error"], code, v)
+	return render(mailPages["error"], code, v)
 }
 
-func (m *mail) tooMany(r *http.Request, what string) kitResp {
+func (m *mail) tooMany(r *http.Request, what string) answer {
 	return m.errorPage(r, http.StatusTooManyRequests, "Limit reached", what)
 }
 
-func (m *mail) notFound(r *http.Request) kitResp {
+func (m *mail) notFound(r *http.Request) answer {
 	return m.errorPage(r, http.StatusNotFound, "Message not found", "This message doesn’t exist or has been deleted.")
 }
 
@@ -650,7 +603,7 @@ func (m *mail) sorted(keep func(*mailMessage) bool) []*mailMessage {
 }
 
 // list is a folder's page; "*starred" and "*search" are the virtual ones.
-func (m *mail) list(r *http.Request, which string) kitResp {
+func (m *mail) list(r *http.Request, which string) answer {
 	q := r.URL.Query()
 	var keep func(*mailMessage) bool
 	var v *mailView
@@ -707,7 +660,7 @@ func (m *mail) list(r *http.Request, which string) kitResp {
 	}
 	msgs := m.sorted(keep)
 	var lo, hi int
-	v.Pager, lo, hi = kitPaginate(len(msgs), mailPerPage, q.Get("page"), base, pq)
+	v.Pager, lo, hi = paginate(len(msgs), mailPerPage, q.Get("page"), base, pq)
 	for _, msg := range msgs[lo:hi] {
 		who := m.who(msg)
 		if msg.Folder == "Sent" {
@@ -724,7 +677,7 @@ func (m *mail) list(r *http.Request, which string) kitResp {
 		v.Rows = append(v.Rows, mailRow{ID: msg.ID, URL: "/message/" + msg.ID, Who: who, Subject: subj, Snippet: snip,
 			Date: mailShort(msg.when), Folder: msg.Folder, Unread: msg.Unread, Starred: msg.Starred, Attach: len(msg.Attachments) > 0})
 	}
-	return kitPage(mailPages["list"], 200, v)
+	return render(mailPages["list"], 200, v)
 }
 
 func (m *mail) live(id string) *mailMessage {
@@ -745,7 +698,7 @@ func (m *mail) moveOpts(msg *mailMessage, want string) []mailOpt {
 	return out
 }
 
-func (m *mail) messagePage(r *http.Request) kitResp {
+func (m *mail) messagePage(r *http.Request) answer {
 	msg := m.live(r.PathValue("id"))
 	if msg == nil {
 		return m.notFound(r)
@@ -753,8 +706,8 @@ func (m *mail) messagePage(r *http.Request) kitResp {
 	v := m.view(r, msg.Subject, msg.Folder)
 	v.M = m.msgView(msg)
 	v.MoveOpts = m.moveOpts(msg, "")
-	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), ""}}
-	return kitPage(mailPages["message"], 200, v)
+	v.Crumbs = []crumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), ""}}
+	return render(mailPages["message"], 200, v)
 }
 
 func mailSubject(s string) string {
@@ -788,7 +741,7 @@ func mailSplitAddrs(s string) ([]string, string) {
 		if i := strings.LastIndexByte(a, '<'); i >= 0 && strings.HasSuffix(a, ">") {
 			a = strings.TrimSpace(a[i+1 : len(a)-1])
 		}
-		if !kitEmailOK(a) {
+		if !mailboxOK(a) {
 			return nil, "“" + mailClip(strings.TrimSpace(part), 80) + "” is not a valid email address."
 		}
 		a = strings.ToLower(a)
@@ -828,20 +781,20 @@ func (m *mail) composeView(r *http.Request, c mailCompose) *mailView {
 		if c.ForwardedFrom != "" {
 			v.Carried = msg.Attachments
 		}
-		v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, mailFolderURL(msg.Folder)}, {mailSubject(msg.Subject), "/message/" + msg.ID}, {title, ""}}
+		v.Crumbs = []crumb{{"Mailbox", "/"}, {msg.Folder, mailFolderURL(msg.Folder)}, {mailSubject(msg.Subject), "/message/" + msg.ID}, {title, ""}}
 	} else {
-		v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {title, ""}}
+		v.Crumbs = []crumb{{"Mailbox", "/"}, {title, ""}}
 	}
 	return v
 }
 
-func (m *mail) composePage(r *http.Request, kind string) kitResp {
+func (m *mail) composePage(r *http.Request, kind string) answer {
 	q := r.URL.Query()
 	get := func(k string, max int) string {
-		t, _ := kitText(mailClip(q.Get(k), max*4), max)
+		t, _ := cleanLine(mailClip(q.Get(k), max*4), max)
 		return t
 	}
-	body, _ := kitBody(mailClip(q.Get("body"), mailMaxBody*4), mailMaxBody)
+	body, _ := cleanText(mailClip(q.Get("body"), mailMaxBody*4), mailMaxBody)
 	c := mailCompose{Kind: kind, To: get("to", 2000), Cc: get("cc", 2000), Subject: get("subject", 200), Body: body}
 	if a := q.Get("attach"); a != "" {
 		for _, f := range m.files {
@@ -879,23 +832,23 @@ func (m *mail) composePage(r *http.Request, kind string) kitResp {
 			c.Subject = mailPrefix("Fwd:", msg.Subject, "Fw:")
 		}
 	}
-	return kitPage(mailPages["compose"], 200, m.composeView(r, c))
+	return render(mailPages["compose"], 200, m.composeView(r, c))
 }
 
-func (m *mail) send(r *http.Request, f url.Values) kitResp {
+func (m *mail) send(r *http.Request, f url.Values) answer {
 	errs := map[string]string{}
 	c := mailCompose{Kind: "compose", InReplyTo: f.Get("in_reply_to"), ForwardedFrom: f.Get("forwarded_from")}
 	var msg string
-	if c.To, msg = kitText(f.Get("to"), 2000); msg != "" {
+	if c.To, msg = cleanLine(f.Get("to"), 2000); msg != "" {
 		errs["to"] = msg
 	}
-	if c.Cc, msg = kitText(f.Get("cc"), 2000); msg != "" {
+	if c.Cc, msg = cleanLine(f.Get("cc"), 2000); msg != "" {
 		errs["cc"] = msg
 	}
-	if c.Subject, msg = kitText(f.Get("subject"), 200); msg != "" {
+	if c.Subject, msg = cleanLine(f.Get("subject"), 200); msg != "" {
 		errs["subject"] = msg
 	}
-	if c.Body, msg = kitBody(f.Get("body"), mailMaxBody); msg != "" {
+	if c.Body, msg = cleanText(f.Get("body"), mailMaxBody); msg != "" {
 		errs["body"] = msg
 	}
 	to, cc := []string{}, []string{}
@@ -961,7 +914,7 @@ func (m *mail) send(r *http.Request, f url.Values) kitResp {
 		}
 		v := m.composeView(r, c)
 		v.Errs, v.ErrCount = errs, len(errs)
-		return kitPage(mailPages["compose"], http.StatusUnprocessableEntity, v)
+		return render(mailPages["compose"], http.StatusUnprocessableEntity, v)
 	}
 	if len(m.sent) >= mailMaxSent {
 		return m.tooMany(r, fmt.Sprintf("You have sent %d messages, the most this mailbox allows.", mailMaxSent))
@@ -987,10 +940,10 @@ func (m *mail) send(r *http.Request, f url.Values) kitResp {
 		m.Log = m.Log[:len(m.Log)-1]
 		return m.errorPage(r, http.StatusInternalServerError, "Not sent", "The message could not be stored.")
 	}
-	return kitRedirect("/?msg=sent")
+	return redirect("/?msg=sent")
 }
 
-func (m *mail) movePage(r *http.Request) kitResp {
+func (m *mail) movePage(r *http.Request) answer {
 	msg := m.live(r.PathValue("id"))
 	if msg == nil {
 		return m.notFound(r)
@@ -1002,11 +955,11 @@ func (m *mail) movePage(r *http.Request) kitResp {
 		want = "Archive"
 	}
 	v.MoveOpts = m.moveOpts(msg, want)
-	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {"Move", ""}}
-	return kitPage(mailPages["move"], 200, v)
+	v.Crumbs = []crumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {"Move", ""}}
+	return render(mailPages["move"], 200, v)
 }
 
-func (m *mail) move(r *http.Request, f url.Values) kitResp {
+func (m *mail) move(r *http.Request, f url.Values) answer {
 	msg := m.live(r.PathValue("id"))
 	if msg == nil {
 		return m.notFound(r)
@@ -1020,18 +973,18 @@ func (m *mail) move(r *http.Request, f url.Values) kitResp {
 		if to != "" {
 			v.Errs["folder"] = "The message is already in " + to + "."
 		}
-		return kitPage(mailPages["move"], http.StatusUnprocessableEntity, v)
+		return render(mailPages["move"], http.StatusUnprocessableEntity, v)
 	}
 	from := msg.Folder
 	if !m.add("move", map[string]string{"id": msg.ID, "from": from, "to": to}) {
 		return m.tooMany(r, "This mailbox can’t record any more changes.")
 	}
 	msg.Folder = to
-	return kitRedirect(mailFolderURL(from) + "?msg=moved&id=" + url.QueryEscape(msg.ID))
+	return redirect(mailFolderURL(from) + "?msg=moved&id=" + url.QueryEscape(msg.ID))
 }
 
 // confirmPage is the one-button page of delete, star and mark.
-func (m *mail) confirmPage(r *http.Request) kitResp {
+func (m *mail) confirmPage(r *http.Request) answer {
 	msg := m.live(r.PathValue("id"))
 	if msg == nil {
 		return m.notFound(r)
@@ -1064,12 +1017,12 @@ func (m *mail) confirmPage(r *http.Request) kitResp {
 	default:
 		return m.errorPage(r, http.StatusNotFound, "Not found", "There is nothing at this address.")
 	}
-	v.Crumbs = []kitCrumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {v.Title, ""}}
-	return kitPage(mailPages["confirm"], 200, v)
+	v.Crumbs = []crumb{{"Mailbox", "/"}, {msg.Folder, v.M.FolderURL}, {mailSubject(msg.Subject), v.M.URL}, {v.Title, ""}}
+	return render(mailPages["confirm"], 200, v)
 }
 
 // act posts delete, star (starred=1|0) and mark (unread=1|0).
-func (m *mail) act(r *http.Request, f url.Values) kitResp {
+func (m *mail) act(r *http.Request, f url.Values) answer {
 	msg := m.live(r.PathValue("id"))
 	act := r.PathValue("act")
 	if act != "delete" && act != "star" && act != "mark" {
@@ -1078,7 +1031,7 @@ func (m *mail) act(r *http.Request, f url.Values) kitResp {
 	if msg == nil {
 		return m.notFound(r)
 	}
-	full := func() kitResp { return m.tooMany(r, "This mailbox can’t record any more changes.") }
+	full := func() answer { return m.tooMany(r, "This mailbox can’t record any more changes.") }
 	flag := func(k string) (bool, bool) {
 		switch f.Get(k) {
 		case "1", "true", "on":
@@ -1089,6 +1042,24 @@ func (m *mail) act(r *http.Request, f url.Values) kitResp {
 		return false, false
 	}
 	back := "/message/" + msg.ID + "?msg="
+	// toggle sets a mark from the form's field k, logging action (with
+	// k) when it changes, and goes back to the message.
+	toggle := func(k, action string, mark *bool, on, off string) answer {
+		v, ok := flag(k)
+		if !ok {
+			return m.errorPage(r, http.StatusBadRequest, "Bad request", "The form was incomplete.")
+		}
+		if v != *mark {
+			if !m.add(action, map[string]string{"id": msg.ID, k: strconv.FormatBool(v)}) {
+				return full()
+			}
+			*mark = v
+		}
+		if v {
+			return redirect(back + on)
+		}
+		return redirect(back + off)
+	}
 	switch act {
 	case "delete":
 		if msg.Folder == "Trash" {
@@ -1096,45 +1067,24 @@ func (m *mail) act(r *http.Request, f url.Values) kitResp {
 				return full()
 			}
 			msg.Deleted = true
-			return kitRedirect("/folder/Trash?msg=purged")
+			return redirect("/folder/Trash?msg=purged")
 		}
 		from := msg.Folder
 		if !m.add("delete", map[string]string{"id": msg.ID, "from": from}) {
 			return full()
 		}
 		msg.Folder = "Trash"
-		return kitRedirect(mailFolderURL(from) + "?msg=deleted")
+		return redirect(mailFolderURL(from) + "?msg=deleted")
 	case "star":
-		on, ok := flag("starred")
-		if !ok {
-			return m.errorPage(r, http.StatusBadRequest, "Bad request", "The form was incomplete.")
-		}
-		if on != msg.Starred {
-			if !m.add("star", map[string]string{"id": msg.ID, "starred": strconv.FormatBool(on)}) {
-				return full()
-			}
-			msg.Starred = on
-		}
-		if on {
-			return kitRedirect(back + "starred")
-		}
-		return kitRedirect(back + "unstarred")
+		return toggle("starred", "star", &msg.Starred, "starred", "unstarred")
 	default:
-		on, ok := flag("unread")
-		if !ok {
-			return m.errorPage(r, http.StatusBadRequest, "Bad request", "The form was incomplete.")
-		}
-		if on != msg.Unread {
-			if !m.add("mark", map[string]string{"id": msg.ID, "unread": strconv.FormatBool(on)}) {
-				return full()
-			}
-			msg.Unread = on
-		}
-		if on {
-			return kitRedirect(back + "unread")
-		}
-		return kitRedirect(back + "read")
+		return toggle("unread", "mark", &msg.Unread, "unread", "read")
 	}
 }
 
-var mailPages = kitParse(mailFS, "pages/mail", "list", "message", "compose", "move", "confirm", "error")
+// mailFS holds the mail's page templates.
+//
+//go:embed pages/mail/*.html
+var mailFS embed.FS
+
+var mailPages = parsePages(mailFS, "pages/mail", plainFuncs)

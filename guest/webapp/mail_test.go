@@ -14,7 +14,7 @@ import (
 func mailStateOf(t *testing.T, a App) mailState {
 	t.Helper()
 	var st mailState
-	if err := json.Unmarshal(kitState1(t, a), &st); err != nil {
+	if err := json.Unmarshal(appState(t, a, nil), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -38,7 +38,7 @@ func mailManyAddrs(n int) string {
 }
 
 func TestMailPages(t *testing.T) {
-	a := kitLoad(t, "mail")
+	a, _ := loadApp(t, "mail")
 	for path, want := range map[string][]string{
 		"/":                             {"Mailbox", "Inbox", "Q1 budget review — numbers due Friday", "1–25 of 27", `href="/?page=2"`, "08:14", "Mar 1", `href="/folder/Receipts"`, `<span class="n">3</span>`},
 		"/?page=2":                      {"26–27 of 27", "Parking permit"},
@@ -94,7 +94,7 @@ func TestMailPages(t *testing.T) {
 }
 
 func TestMailFlow(t *testing.T) {
-	a := kitLoad(t, "mail")
+	a, _ := loadApp(t, "mail")
 	// Reply with an attachment.
 	loc := kitPost(t, a, "/compose", url.Values{"to": {"marcus.bell@acme-corp.test"}, "cc": {""}, "subject": {"Re: Offsite agenda (draft)"},
 		"body": {"Looks good to me.\r\nAda"}, "attach": {"offsite-notes.docx"}, "in_reply_to": {"m3"}})
@@ -175,12 +175,12 @@ func TestMailFlow(t *testing.T) {
 		t.Error("Trash wrong")
 	}
 	kitGet(t, a, "/message/m36", 404)
-	kitRoundTrip(t, "mail", a)
+	roundTrip(t, "mail", testdata(t, "mail"), a)
 }
 
 func TestMailValidation(t *testing.T) {
-	a := kitLoad(t, "mail")
-	before := kitState1(t, a)
+	a, _ := loadApp(t, "mail")
+	before := appState(t, a, nil)
 	for _, c := range []struct {
 		path string
 		f    url.Values
@@ -210,7 +210,7 @@ func TestMailValidation(t *testing.T) {
 			t.Errorf("POST %s %v: %d, want %d with %q\n%s", c.path, c.f, w.Code, c.code, c.want, kitText1(w.Body.String()))
 		}
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("validation errors changed the state")
 	}
 	w0 := kitDo(a, "POST", "/compose", url.Values{"to": {"a@b.co"}, "subject": {strings.Repeat("s", 201)}, "in_reply_to": {"m3"}})
@@ -278,7 +278,7 @@ func TestMailData(t *testing.T) {
 }
 
 func TestMailHostile(t *testing.T) {
-	a := kitLoad(t, "mail")
+	a, _ := loadApp(t, "mail")
 	garbage := []url.Values{
 		{},
 		{"folder": {"../Inbox"}},
@@ -298,13 +298,13 @@ func TestMailHostile(t *testing.T) {
 			t.Errorf("%s delete: %d", m, w.Code)
 		}
 	}
-	before := kitState1(t, a)
+	before := appState(t, a, nil)
 	for _, p := range []string{"/message/m1/delete", "/message/m1/star?starred=1", "/compose?to=a@b.co&subject=x", "/search?q=" + strings.Repeat("%FF", 3000), "/?page=99999999999999999999", "/message/m1/move?folder=" + strings.Repeat("x", 5000)} {
 		if w := kitDo(a, "GET", p, nil); w.Code != 200 {
 			t.Errorf("GET %s: %d", p, w.Code)
 		}
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a GET changed the state")
 	}
 }
@@ -317,11 +317,11 @@ func TestMailLimits(t *testing.T) {
 	for range mailMaxSent {
 		kitPost(t, a, "/compose", url.Values{"to": {"a@b.co"}, "subject": {"s"}})
 	}
-	before := kitState1(t, a)
+	before := appState(t, a, nil)
 	if w := kitDo(a, "POST", "/compose", url.Values{"to": {"a@b.co"}}); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("501st send: %d", w.Code)
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a refused send changed the state")
 	}
 	m := a.(*mail)
@@ -330,17 +330,17 @@ func TestMailLimits(t *testing.T) {
 		m.add("filler", nil)
 	}
 	m.mu.Unlock()
-	before = kitState1(t, a)
+	before = appState(t, a, nil)
 	if w := kitDo(a, "POST", "/message/x/star", url.Values{"starred": {"1"}}); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("full log: %d", w.Code)
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a refused change changed the state")
 	}
 }
 
 func TestMailConcurrent(t *testing.T) {
-	a := kitLoad(t, "mail")
+	a, _ := loadApp(t, "mail")
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)
@@ -358,5 +358,5 @@ func TestMailConcurrent(t *testing.T) {
 	if st := mailStateOf(t, a); len(st.Sent) != 40 {
 		t.Fatalf("%d sent", len(st.Sent))
 	}
-	kitRoundTrip(t, "mail", a)
+	roundTrip(t, "mail", testdata(t, "mail"), a)
 }

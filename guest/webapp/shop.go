@@ -40,6 +40,7 @@ package webapp
 // /category/NAME, /product/SKU, /cart, /checkout, /orders, /order/NUMBER.
 
 import (
+	"embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -164,25 +165,13 @@ type shop struct {
 	cart      []shopLine
 	orders    []shopOrder
 	orderBase int
-	mux       *http.ServeMux
+	web       router
 }
 
 type shopCat struct {
 	Name  string
 	URL   string
 	Count int
-}
-
-func shopSKUOK(s string) bool {
-	if s == "" || len(s) > 40 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // newShop builds the shop from its data (see shopData) and, with saved
@@ -214,7 +203,7 @@ func newShop(data, saved []byte) (App, error) {
 	for i := range d.Products {
 		p := d.Products[i]
 		p.SKU = strings.TrimSpace(p.SKU)
-		if !shopSKUOK(p.SKU) {
+		if !tokenOK(p.SKU, 40) {
 			return nil, fmt.Errorf("shop: product %d: bad sku %q (1-40 of A-Z a-z 0-9 . _ -)", i, p.SKU)
 		}
 		if _, dup := s.bySKU[p.SKU]; dup {
@@ -284,7 +273,7 @@ func newShop(data, saved []byte) (App, error) {
 		seen[o.ID] = true
 		s.shipping = append(s.shipping, o)
 	}
-	s.orderBase = 100000 + int(kitHash(data)%800000)
+	s.orderBase = 100000 + int(fnvHash(data)%800000)
 	if saved != nil {
 		if err := s.resume(saved); err != nil {
 			return nil, fmt.Errorf("shop: saved state: %w", err)
@@ -337,69 +326,32 @@ func (s *shop) State() ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := shopState{Site: s.site, User: s.user, Cart: s.cart, Orders: s.orders, Log: s.Log}
-	st.Products = make([]shopProduct, len(s.products))
-	for i, p := range s.products {
-		st.Products[i] = *p
-	}
+	st.Products = values(s.products)
 	st.CartSubtotalCents = s.cartSubtotal()
 	return json.Marshal(st)
 }
 
-func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.web.ServeHTTP(w, r) }
 
 func (s *shop) routes() {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /{$}", s.get(s.home))
-	m.HandleFunc("GET /search", s.get(func(r *http.Request) kitResp { return s.listing(r, "") }))
-	m.HandleFunc("GET /category/{name}", s.get(s.category))
-	m.HandleFunc("GET /product/{sku}", s.get(s.productPage))
-	m.HandleFunc("/cart/add", s.post(s.cartAdd))
-	m.HandleFunc("GET /cart", s.get(func(r *http.Request) kitResp { return s.cartPage(r, 200, "", "", "") }))
-	m.HandleFunc("/cart/update", s.post(s.cartUpdate))
-	m.HandleFunc("/cart/remove", s.post(s.cartRemove))
-	m.HandleFunc("GET /checkout", s.get(s.checkoutPage))
-	m.HandleFunc("POST /checkout", s.post(s.checkout))
-	m.HandleFunc("GET /orders", s.get(s.ordersPage))
-	m.HandleFunc("GET /order/{number}", s.get(s.orderPage))
-	m.HandleFunc("/", s.get(func(r *http.Request) kitResp {
+	s.web = newRouter(&s.mu, plainStyle)
+	s.web.repeatOK = func(string, int) bool { return false } // no form of the shop repeats a field
+	m := &s.web
+	m.get("/{$}", s.home)
+	m.get("/search", func(r *http.Request) answer { return s.listing(r, "") })
+	m.get("/category/{name}", s.category)
+	m.get("/product/{sku}", s.productPage)
+	m.form("/cart/add", s.cartAdd)
+	m.get("/cart", func(r *http.Request) answer { return s.cartPage(r, 200, "", "", "") })
+	m.form("/cart/update", s.cartUpdate)
+	m.form("/cart/remove", s.cartRemove)
+	m.get("/checkout", s.checkoutPage)
+	m.post("/checkout", s.checkout)
+	m.get("/orders", s.ordersPage)
+	m.get("/order/{number}", s.orderPage)
+	m.handle("/", func(r *http.Request) answer {
 		return s.errorPage(r, http.StatusNotFound, "Page not found", "We couldn’t find the page you were looking for.")
-	}))
-	s.mux = m
-}
-
-// get wraps a page builder: it runs under the lock; the page is written
-// after.
-func (s *shop) get(f func(*http.Request) kitResp) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		resp := func() kitResp {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return f(r)
-		}()
-		resp.send(w, r)
-	}
-}
-
-// post wraps a change: the form is read (bounded) before the lock.
-func (s *shop) post(f func(*http.Request, url.Values) kitResp) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := form(w, r)
-		if !ok {
-			return
-		}
-		for _, vs := range v {
-			if len(vs) > 1 { // no form of the shop repeats a field
-				http.Error(w, "repeated field", http.StatusBadRequest)
-				return
-			}
-		}
-		resp := func() kitResp {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return f(r, v)
-		}()
-		resp.send(w, r)
-	}
+	})
 }
 
 // shopView is every page's data; each page reads the fields it needs.
@@ -410,13 +362,13 @@ type shopView struct {
 	Cats        []shopCat
 	Q           string
 	Flash       string
-	Crumbs      []kitCrumb
+	Crumbs      []crumb
 	Message     string // error page
 
 	// listings
 	Heading  string
 	Items    []shopItem
-	Pager    kitPager
+	Pager    pager
 	Filter   shopFilter
 	Featured []shopItem
 
@@ -492,12 +444,12 @@ type shopOrderView struct {
 var shopGlyphs = []string{"◆", "●", "▲", "■", "★", "✦", "❖", "⬢", "✿", "◐"}
 
 func (s *shop) item(p *shopProduct) shopItem {
-	h := kitHash([]byte(p.Category))
+	h := fnvHash([]byte(p.Category))
 	return shopItem{
 		SKU: p.SKU, Name: p.Name, Category: p.Category, Description: p.Description,
 		CatURL: "/category/" + url.PathEscape(p.Category), URL: "/product/" + url.PathEscape(p.SKU),
 		Price: p.PriceCents, Stock: p.Stock,
-		Thumb: "t" + strconv.Itoa(int(kitHash([]byte(p.SKU))%8)), Glyph: shopGlyphs[h%uint32(len(shopGlyphs))],
+		Thumb: "t" + strconv.Itoa(int(fnvHash([]byte(p.SKU))%8)), Glyph: shopGlyphs[h%uint32(len(shopGlyphs))],
 	}
 }
 
@@ -531,7 +483,7 @@ func (s *shop) cartIndex(sku string) int {
 func (s *shop) view(r *http.Request, title string) *shopView {
 	q := r.URL.Query()
 	v := &shopView{Site: s.site, Title: title, User: s.user, CartCount: s.cartCount(), Cats: s.cats}
-	v.Q, _ = kitText(shopClip(q.Get("q"), 200), 200)
+	v.Q, _ = cleanLine(shopClip(q.Get("q"), 200), 200)
 	name := ""
 	if p := s.bySKU[q.Get("sku")]; p != nil {
 		name = p.Name
@@ -562,19 +514,19 @@ func shopClip(s string, n int) string {
 	return s
 }
 
-func (s *shop) errorPage(r *http.Request, code int, title, msg string) kitResp {
+func (s *shop) errorPage(r *http.Request, code int, title, msg string) answer {
 	v := s.view(r, title)
 	v.Flash = ""
 	v.Message = msg
-	v.Crumbs = []kitCrumb{{"Home", "/"}, {title, ""}}
-	return kitPage(shopPages["error"], code, v)
+	v.Crumbs = []crumb{{"Home", "/"}, {title, ""}}
+	return render(shopPages["error"], code, v)
 }
 
-func (s *shop) tooMany(r *http.Request) kitResp {
+func (s *shop) tooMany(r *http.Request) answer {
 	return s.errorPage(r, http.StatusTooManyRequests, "Too many changes", "This store can’t record any more changes in this session.")
 }
 
-func (s *shop) home(r *http.Request) kitResp {
+func (s *shop) home(r *http.Request) answer {
 	v := s.view(r, "Home")
 	for i, p := range s.products {
 		if i == 8 {
@@ -582,10 +534,10 @@ func (s *shop) home(r *http.Request) kitResp {
 		}
 		v.Featured = append(v.Featured, s.item(p))
 	}
-	return kitPage(shopPages["home"], 200, v)
+	return render(shopPages["home"], 200, v)
 }
 
-func (s *shop) category(r *http.Request) kitResp {
+func (s *shop) category(r *http.Request) answer {
 	name := r.PathValue("name")
 	for _, c := range s.cats {
 		if strings.EqualFold(c.Name, name) {
@@ -596,7 +548,7 @@ func (s *shop) category(r *http.Request) kitResp {
 }
 
 // listing is the search page; cat non-empty is a category's page.
-func (s *shop) listing(r *http.Request, cat string) kitResp {
+func (s *shop) listing(r *http.Request, cat string) answer {
 	q := r.URL.Query()
 	v := s.view(r, "Search")
 	base := "/search"
@@ -611,10 +563,10 @@ func (s *shop) listing(r *http.Request, cat string) kitResp {
 		base = "/category/" + url.PathEscape(cat)
 		v.Title = cat
 	}
-	f.Max, _ = kitText(shopClip(q.Get("max"), 20), 20)
+	f.Max, _ = cleanLine(shopClip(q.Get("max"), 20), 20)
 	maxCents := int64(-1)
 	if f.Max != "" {
-		if c, ok := kitParseCents(f.Max); ok {
+		if c, ok := parseCents(f.Max); ok {
 			maxCents = c
 		} else {
 			f.MaxErr = "Enter a price like 25 or 25.00."
@@ -681,7 +633,7 @@ func (s *shop) listing(r *http.Request, cat string) kitResp {
 		}
 	}
 	var lo, hi int
-	v.Pager, lo, hi = kitPaginate(len(hits), shopPerPage, q.Get("page"), base, pq)
+	v.Pager, lo, hi = paginate(len(hits), shopPerPage, q.Get("page"), base, pq)
 	for _, h := range hits[lo:hi] {
 		v.Items = append(v.Items, s.item(h.p))
 	}
@@ -689,22 +641,22 @@ func (s *shop) listing(r *http.Request, cat string) kitResp {
 	switch {
 	case cat != "":
 		v.Heading = cat
-		v.Crumbs = []kitCrumb{{"Home", "/"}, {cat, ""}}
+		v.Crumbs = []crumb{{"Home", "/"}, {cat, ""}}
 	case v.Q != "":
 		v.Heading = "Results for “" + v.Q + "”"
-		v.Crumbs = []kitCrumb{{"Home", "/"}, {"Search", ""}}
+		v.Crumbs = []crumb{{"Home", "/"}, {"Search", ""}}
 	default:
 		v.Heading = "All products"
-		v.Crumbs = []kitCrumb{{"Home", "/"}, {"All products", ""}}
+		v.Crumbs = []crumb{{"Home", "/"}, {"All products", ""}}
 	}
-	return kitPage(shopPages["list"], 200, v)
+	return render(shopPages["list"], 200, v)
 }
 
 func (s *shop) productView(r *http.Request, p *shopProduct) *shopView {
 	v := s.view(r, p.Name)
 	it := s.item(p)
 	v.P = &it
-	v.Crumbs = []kitCrumb{{"Home", "/"}, {p.Category, it.CatURL}, {p.Name, ""}}
+	v.Crumbs = []crumb{{"Home", "/"}, {p.Category, it.CatURL}, {p.Name, ""}}
 	for _, o := range s.products {
 		if o != p && o.Category == p.Category && len(v.Related) < 4 {
 			v.Related = append(v.Related, s.item(o))
@@ -713,7 +665,7 @@ func (s *shop) productView(r *http.Request, p *shopProduct) *shopView {
 	return v
 }
 
-func (s *shop) productPage(r *http.Request) kitResp {
+func (s *shop) productPage(r *http.Request) answer {
 	p := s.bySKU[r.PathValue("sku")]
 	if p == nil {
 		return s.errorPage(r, http.StatusNotFound, "Product not found", "We couldn’t find that product. It may have been removed from the catalog.")
@@ -723,7 +675,7 @@ func (s *shop) productPage(r *http.Request) kitResp {
 	if n, err := strconv.Atoi(r.URL.Query().Get("qty")); err == nil && n >= 1 && n <= shopMaxQty {
 		v.Qty = strconv.Itoa(n)
 	}
-	return kitPage(shopPages["product"], 200, v)
+	return render(shopPages["product"], 200, v)
 }
 
 // shopQty reads a quantity field: lo..99.
@@ -736,7 +688,7 @@ func shopQty(s string, lo int) (int, string) {
 	return n, ""
 }
 
-func (s *shop) cartAdd(r *http.Request, f url.Values) kitResp {
+func (s *shop) cartAdd(r *http.Request, f url.Values) answer {
 	p := s.bySKU[f.Get("sku")]
 	if p == nil {
 		return s.errorPage(r, http.StatusNotFound, "Product not found", "We couldn’t find that product.")
@@ -762,9 +714,9 @@ func (s *shop) cartAdd(r *http.Request, f url.Values) kitResp {
 	}
 	if msg != "" {
 		v := s.productView(r, p)
-		v.Qty, _ = kitText(shopClip(f.Get("qty"), 10), 10)
+		v.Qty, _ = cleanLine(shopClip(f.Get("qty"), 10), 10)
 		v.QtyErr = msg
-		return kitPage(shopPages["product"], http.StatusUnprocessableEntity, v)
+		return render(shopPages["product"], http.StatusUnprocessableEntity, v)
 	}
 	if !s.add("add_to_cart", map[string]string{"sku": p.SKU, "qty": strconv.Itoa(n), "cart_qty": strconv.Itoa(have + n)}) {
 		return s.tooMany(r)
@@ -774,10 +726,10 @@ func (s *shop) cartAdd(r *http.Request, f url.Values) kitResp {
 	} else {
 		s.cart = append(s.cart, shopLine{SKU: p.SKU, Name: p.Name, Qty: n, PriceCents: p.PriceCents})
 	}
-	return kitRedirect("/cart?msg=added&sku=" + url.QueryEscape(p.SKU))
+	return redirect("/cart?msg=added&sku=" + url.QueryEscape(p.SKU))
 }
 
-func (s *shop) cartUpdate(r *http.Request, f url.Values) kitResp {
+func (s *shop) cartUpdate(r *http.Request, f url.Values) answer {
 	sku := f.Get("sku")
 	i := s.cartIndex(sku)
 	if i < 0 {
@@ -788,7 +740,7 @@ func (s *shop) cartUpdate(r *http.Request, f url.Values) kitResp {
 		msg = fmt.Sprintf("Only %d in stock.", p.Stock)
 	}
 	if msg != "" {
-		typed, _ := kitText(shopClip(f.Get("qty"), 10), 10)
+		typed, _ := cleanLine(shopClip(f.Get("qty"), 10), 10)
 		return s.cartPage(r, http.StatusUnprocessableEntity, sku, typed, msg)
 	}
 	if n == 0 {
@@ -796,16 +748,16 @@ func (s *shop) cartUpdate(r *http.Request, f url.Values) kitResp {
 			return s.tooMany(r)
 		}
 		s.cart = append(s.cart[:i], s.cart[i+1:]...)
-		return kitRedirect("/cart?msg=removed&sku=" + url.QueryEscape(sku))
+		return redirect("/cart?msg=removed&sku=" + url.QueryEscape(sku))
 	}
 	if !s.add("update_cart", map[string]string{"sku": sku, "qty": strconv.Itoa(n)}) {
 		return s.tooMany(r)
 	}
 	s.cart[i].Qty = n
-	return kitRedirect("/cart?msg=updated&sku=" + url.QueryEscape(sku))
+	return redirect("/cart?msg=updated&sku=" + url.QueryEscape(sku))
 }
 
-func (s *shop) cartRemove(r *http.Request, f url.Values) kitResp {
+func (s *shop) cartRemove(r *http.Request, f url.Values) answer {
 	sku := f.Get("sku")
 	i := s.cartIndex(sku)
 	if i < 0 {
@@ -815,7 +767,7 @@ func (s *shop) cartRemove(r *http.Request, f url.Values) kitResp {
 		return s.tooMany(r)
 	}
 	s.cart = append(s.cart[:i], s.cart[i+1:]...)
-	return kitRedirect("/cart?msg=removed&sku=" + url.QueryEscape(sku))
+	return redirect("/cart?msg=removed&sku=" + url.QueryEscape(sku))
 }
 
 // lines is the cart as the cart and checkout pages show it; the line
@@ -840,7 +792,7 @@ func (s *shop) lines(focus, errSKU, typed, err string) []shopLineView {
 	return out
 }
 
-func (s *shop) cartPage(r *http.Request, code int, errSKU, typed, err string) kitResp {
+func (s *shop) cartPage(r *http.Request, code int, errSKU, typed, err string) answer {
 	v := s.view(r, "Shopping cart")
 	focus := r.URL.Query().Get("edit")
 	if errSKU != "" {
@@ -848,8 +800,8 @@ func (s *shop) cartPage(r *http.Request, code int, errSKU, typed, err string) ki
 	}
 	v.Lines = s.lines(focus, errSKU, typed, err)
 	v.Subtotal = s.cartSubtotal()
-	v.Crumbs = []kitCrumb{{"Home", "/"}, {"Cart", ""}}
-	return kitPage(shopPages["cart"], code, v)
+	v.Crumbs = []crumb{{"Home", "/"}, {"Cart", ""}}
+	return render(shopPages["cart"], code, v)
 }
 
 func (s *shop) shipOption(id string) *shopShipping {
@@ -882,7 +834,7 @@ func (s *shop) totals(ship *shopShipping, code string) shopTotals {
 
 func (s *shop) checkoutView(r *http.Request, f shopForm) *shopView {
 	v := s.view(r, "Checkout")
-	v.Crumbs = []kitCrumb{{"Home", "/"}, {"Cart", "/cart"}, {"Checkout", ""}}
+	v.Crumbs = []crumb{{"Home", "/"}, {"Cart", "/cart"}, {"Checkout", ""}}
 	v.Lines = s.lines("", "", "", "")
 	v.F = f
 	ship := s.shipOption(f.Shipping)
@@ -898,11 +850,11 @@ func (s *shop) checkoutView(r *http.Request, f shopForm) *shopView {
 	return v
 }
 
-func (s *shop) checkoutPage(r *http.Request) kitResp {
+func (s *shop) checkoutPage(r *http.Request) answer {
 	q := r.URL.Query()
 	get := func(k, def string, max int) string {
 		if x, ok := q[k]; ok && len(x) > 0 {
-			t, _ := kitText(shopClip(x[0], max*4), max)
+			t, _ := cleanLine(shopClip(x[0], max*4), max)
 			return t
 		}
 		return def
@@ -916,13 +868,13 @@ func (s *shop) checkoutPage(r *http.Request) kitResp {
 	if len(s.cart) == 0 {
 		v.Title = "Your cart is empty"
 	}
-	return kitPage(shopPages["checkout"], 200, v)
+	return render(shopPages["checkout"], 200, v)
 }
 
-func (s *shop) checkout(r *http.Request, pf url.Values) kitResp {
+func (s *shop) checkout(r *http.Request, pf url.Values) answer {
 	errs := map[string]string{}
 	field := func(k string, max int, required string) string {
-		t, msg := kitText(pf.Get(k), max)
+		t, msg := cleanLine(pf.Get(k), max)
 		if msg == "" && t == "" && required != "" {
 			msg = required
 		}
@@ -940,7 +892,7 @@ func (s *shop) checkout(r *http.Request, pf url.Values) kitResp {
 		Shipping: field("shipping", 40, "Choose a shipping method."),
 		Coupon:   field("coupon", 40, ""),
 	}
-	if errs["email"] == "" && !kitEmailOK(f.Email) {
+	if errs["email"] == "" && !mailboxOK(f.Email) {
 		errs["email"] = "Enter an email address like name@example.com."
 	}
 	if errs["postcode"] == "" {
@@ -990,7 +942,7 @@ func (s *shop) checkout(r *http.Request, pf url.Values) kitResp {
 		}
 		v.CartErr = cartErr
 		v.Sum.CouponNote = ""
-		return kitPage(shopPages["checkout"], http.StatusUnprocessableEntity, v)
+		return render(shopPages["checkout"], http.StatusUnprocessableEntity, v)
 	}
 	t := s.totals(ship, coupon.Code)
 	o := shopOrder{
@@ -1016,7 +968,7 @@ func (s *shop) checkout(r *http.Request, pf url.Values) kitResp {
 	}
 	s.cart = []shopLine{}
 	s.orders = append(s.orders, o)
-	return kitRedirect("/order/" + url.PathEscape(o.Number) + "?msg=placed")
+	return redirect("/order/" + url.PathEscape(o.Number) + "?msg=placed")
 }
 
 func (s *shop) orderView(o shopOrder) shopOrderView {
@@ -1030,16 +982,16 @@ func (s *shop) orderView(o shopOrder) shopOrderView {
 	return ov
 }
 
-func (s *shop) ordersPage(r *http.Request) kitResp {
+func (s *shop) ordersPage(r *http.Request) answer {
 	v := s.view(r, "Your orders")
-	v.Crumbs = []kitCrumb{{"Home", "/"}, {"Your orders", ""}}
+	v.Crumbs = []crumb{{"Home", "/"}, {"Your orders", ""}}
 	for i := len(s.orders) - 1; i >= 0; i-- {
 		v.Orders = append(v.Orders, s.orderView(s.orders[i]))
 	}
-	return kitPage(shopPages["orders"], 200, v)
+	return render(shopPages["orders"], 200, v)
 }
 
-func (s *shop) orderPage(r *http.Request) kitResp {
+func (s *shop) orderPage(r *http.Request) answer {
 	n := r.PathValue("number")
 	for _, o := range s.orders {
 		if o.Number == n {
@@ -1048,11 +1000,16 @@ func (s *shop) orderPage(r *http.Request) kitResp {
 			v.Order = &ov
 			v.Placed = r.URL.Query().Get("msg") == "placed"
 			v.Flash = ""
-			v.Crumbs = []kitCrumb{{"Home", "/"}, {"Your orders", "/orders"}, {o.Number, ""}}
-			return kitPage(shopPages["order"], 200, v)
+			v.Crumbs = []crumb{{"Home", "/"}, {"Your orders", "/orders"}, {o.Number, ""}}
+			return render(shopPages["order"], 200, v)
 		}
 	}
 	return s.errorPage(r, http.StatusNotFound, "Order not found", "We couldn’t find an order with that number.")
 }
 
-var shopPages = kitParse(shopFS, "pages/shop", "home", "list", "product", "cart", "checkout", "orders", "order", "error")
+// shopFS holds the shop's page templates.
+//
+//go:embed pages/shop/*.html
+var shopFS embed.FS
+
+var shopPages = parsePages(shopFS, "pages/shop", plainFuncs)

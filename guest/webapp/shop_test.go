@@ -13,7 +13,7 @@ import (
 func shopStateOf(t *testing.T, a App) shopState {
 	t.Helper()
 	var st shopState
-	if err := json.Unmarshal(kitState1(t, a), &st); err != nil {
+	if err := json.Unmarshal(appState(t, a, nil), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -29,7 +29,7 @@ func shopStock(st shopState, sku string) int {
 }
 
 func TestShopPages(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	for path, want := range map[string][]string{
 		"/":                                {"Northwind Market", "Shop by category", "Stainless Steel Water Bottle", `href="/category/Kitchen"`},
 		"/search?q=bottle":                 {"Results for “bottle”", "Stainless Steel Water Bottle", "Showing 1–1 of 1 product"},
@@ -76,7 +76,7 @@ func TestShopPages(t *testing.T) {
 }
 
 func TestShopFlow(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	if loc := kitPost(t, a, "/cart/add", url.Values{"sku": {"KIT-1001"}, "qty": {"2"}}); loc != "/cart?msg=added&sku=KIT-1001" {
 		t.Fatalf("add redirects to %q", loc)
 	}
@@ -164,13 +164,13 @@ func TestShopFlow(t *testing.T) {
 	if o2.DiscountCents != 413 || o2.TotalCents != 1650-413 || o2.ShippingCents != 0 || o2.Number == o.Number {
 		t.Fatalf("second order %+v", o2)
 	}
-	kitRoundTrip(t, "shop", a)
+	roundTrip(t, "shop", testdata(t, "shop"), a)
 }
 
 func TestShopValidation(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	kitPost(t, a, "/cart/add", url.Values{"sku": {"OFF-2002"}, "qty": {"2"}}) // stock 3
-	before := kitState1(t, a)
+	before := appState(t, a, nil)
 	for _, c := range []struct {
 		path string
 		f    url.Values
@@ -207,7 +207,7 @@ func TestShopValidation(t *testing.T) {
 			t.Errorf("POST %s %v: %d, want %d with %q\n%s", c.path, c.f, w.Code, c.code, c.want, kitText1(w.Body.String()))
 		}
 	}
-	if after := kitState1(t, a); string(after) != string(before) {
+	if after := appState(t, a, nil); string(after) != string(before) {
 		t.Fatalf("validation errors changed the state")
 	}
 	// The re-rendered checkout keeps what was typed and focuses the name.
@@ -218,7 +218,7 @@ func TestShopValidation(t *testing.T) {
 		}
 	}
 	// An empty cart cannot check out.
-	b := kitLoad(t, "shop")
+	b, _ := loadApp(t, "shop")
 	w = kitDo(b, "POST", "/checkout", url.Values{"name": {"A"}, "email": {"a@b.co"}, "address": {"1 A St"}, "city": {"X"}, "postcode": {"12345"}, "shipping": {"standard"}})
 	if w.Code != 422 || len(shopStateOf(t, b).Orders) != 0 {
 		t.Fatalf("empty cart checkout: %d", w.Code)
@@ -281,7 +281,7 @@ func TestShopData(t *testing.T) {
 }
 
 func TestShopHostile(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	kitPost(t, a, "/cart/add", url.Values{"sku": {"KIT-1001"}, "qty": {"1"}})
 	garbage := []url.Values{
 		{},
@@ -299,36 +299,36 @@ func TestShopHostile(t *testing.T) {
 	kitHostile(t, a, []string{"/cart/add", "/cart/update", "/cart/remove", "/checkout", "/product/KIT-1001", "/", "/orders", "/cart"}, garbage,
 		map[string]bool{"/checkout": true, "/product/KIT-1001": true, "/": true, "/orders": true, "/cart": true})
 	// GETs never change state, whatever they carry.
-	before := kitState1(t, a)
+	before := appState(t, a, nil)
 	for _, p := range []string{"/cart?edit=KIT-1001&qty=5", "/checkout?name=x&coupon=SPRING10", "/product/KIT-1002?qty=3", "/search?q=" + strings.Repeat("%FF", 5000), "/search?page=-9", "/search?page=999999999999999999999", "/search?max=" + strings.Repeat("9", 50)} {
 		if w := kitDo(a, "GET", p, nil); w.Code != 200 {
 			t.Errorf("GET %s: %d", p, w.Code)
 		}
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a GET changed the state")
 	}
 }
 
 func TestShopLogFull(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	s := a.(*shop)
 	s.mu.Lock()
 	for len(s.Log) < MaxLog {
 		s.add("filler", nil)
 	}
 	s.mu.Unlock()
-	before := kitState1(t, a)
+	before := appState(t, a, nil)
 	if w := kitDo(a, "POST", "/cart/add", url.Values{"sku": {"KIT-1001"}, "qty": {"1"}}); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("full log: %d", w.Code)
 	}
-	if string(kitState1(t, a)) != string(before) {
+	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a refused change changed the state")
 	}
 }
 
 func TestShopConcurrent(t *testing.T) {
-	a := kitLoad(t, "shop")
+	a, _ := loadApp(t, "shop")
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)

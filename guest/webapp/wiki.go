@@ -89,7 +89,7 @@ const (
 	wikiMaxTitle = 120
 )
 
-var wikiTmpl = wacTemplates(wikiFS, "pages/wiki", wacFuncs())
+var wikiTmpl = parsePages(wikiFS, "pages/wiki", officeFuncs())
 
 type wikiRev struct {
 	Rev     int      `json:"rev"`
@@ -120,7 +120,7 @@ type wikiState struct {
 
 type wikiApp struct {
 	journal
-	site  wacSite
+	web   router
 	name  string
 	user  string
 	pages map[string]*wikiPage
@@ -161,7 +161,7 @@ func newWiki(data, saved []byte) (App, error) {
 	if a.user == "" {
 		a.user = "You"
 	}
-	if !wacText(a.name, 60) || !wacText(a.user, 100) {
+	if !lineOK(a.name, 60) || !lineOK(a.user, 100) {
 		return nil, fmt.Errorf("wiki: site or user name is not one line of at most 60/100 characters")
 	}
 	if len(d.Pages) > wikiMaxPages {
@@ -177,7 +177,7 @@ func newWiki(data, saved []byte) (App, error) {
 			p.Slug = wikiSlugify(p.Title)
 		}
 		if p.Updated == "" {
-			p.Updated = wacToday
+			p.Updated = todayDate
 		}
 		tags, err := wikiParseTags(dp.Tags)
 		if err != nil {
@@ -233,16 +233,16 @@ func (a *wikiApp) check(p *wikiPage) error {
 	if !wikiSlugOK(p.Slug) {
 		return fmt.Errorf("slug %q: want 1-100 letters, digits, '-' or '_'", p.Slug)
 	}
-	if p.Title == "" || !wacText(p.Title, wikiMaxTitle) {
+	if p.Title == "" || !lineOK(p.Title, wikiMaxTitle) {
 		return fmt.Errorf("page %q: title must be one line of 1-%d characters", p.Slug, wikiMaxTitle)
 	}
-	if !wacBody(p.Body) {
+	if !textOK(p.Body) {
 		return fmt.Errorf("page %q: body has control characters or is not UTF-8", p.Slug)
 	}
-	if _, ok := wacDate(p.Updated); !ok {
+	if _, ok := parseDate(p.Updated); !ok {
 		return fmt.Errorf("page %q: updated %q is not YYYY-MM-DD", p.Slug, p.Updated)
 	}
-	if !wacText(p.Author, 100) {
+	if !lineOK(p.Author, 100) {
 		return fmt.Errorf("page %q: author is not one line", p.Slug)
 	}
 	if _, dup := a.pages[p.Slug]; dup {
@@ -257,19 +257,15 @@ func (a *wikiApp) check(p *wikiPage) error {
 func (a *wikiApp) State() ([]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := wikiState{Pages: a.sorted(), Log: a.Log}
-	if s.Log == nil {
-		s.Log = []Event{}
-	}
+	s := wikiState{Pages: a.sorted(), Log: orEmpty(a.Log)}
 	return json.Marshal(s)
 }
 
-func (a *wikiApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.site.mux.ServeHTTP(w, r) }
+func (a *wikiApp) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.web.ServeHTTP(w, r) }
 
 func (a *wikiApp) routes() {
-	a.site = wacSite{mu: &a.mu, mux: http.NewServeMux(), fail: a.fail,
-		full: func() bool { return len(a.Log) >= MaxLog }}
-	s := &a.site
+	a.web = a.journal.logRouter(a.fail)
+	s := &a.web
 	s.get("/{$}", a.home)
 	s.get("/page/{slug}", a.view)
 	s.get("/history/{slug}", a.history)
@@ -361,7 +357,7 @@ func wikiParseTags(in []string) ([]string, error) {
 			}
 			n := wikiNormTag(t)
 			if n == "" {
-				return nil, fmt.Errorf("Tag “%s” is not valid: use up to %d letters, digits, '-', '_' or '.'", wacClip(strings.TrimSpace(t), 50), wikiMaxTag)
+				return nil, fmt.Errorf("Tag “%s” is not valid: use up to %d letters, digits, '-', '_' or '.'", clip(strings.TrimSpace(t), 50), wikiMaxTag)
 			}
 			if !seen[n] {
 				seen[n] = true
@@ -415,9 +411,9 @@ func (a *wikiApp) sorted() []*wikiPage {
 // revise appends a revision of p's current content, made by log entry seq.
 func (a *wikiApp) revise(p *wikiPage, summary string) {
 	p.Revisions++
-	p.Updated = wacToday
+	p.Updated = todayDate
 	p.Author = a.user
-	p.History = append(p.History, wikiRev{Rev: p.Revisions, Seq: len(a.Log), Date: wacToday, Author: a.user,
+	p.History = append(p.History, wikiRev{Rev: p.Revisions, Seq: len(a.Log), Date: todayDate, Author: a.user,
 		Summary: summary, Title: p.Title, Body: p.Body, Tags: append([]string{}, p.Tags...)})
 	if len(p.History) > wikiMaxRevs {
 		p.History = append([]wikiRev(nil), p.History[len(p.History)-wikiMaxRevs:]...)
@@ -580,7 +576,7 @@ type wikiView struct {
 	User   string
 	Q      string
 	Nav    string
-	Crumbs []wacCrumb
+	Crumbs []crumb
 	Flash  string
 	Tags   []wikiTagCount
 	P      any
@@ -607,7 +603,7 @@ var wikiFlashes = map[string]string{
 	"deleted":    "Page deleted.",
 }
 
-func (a *wikiApp) view0(r *http.Request, title, nav string, crumbs []wacCrumb, p any) wikiView {
+func (a *wikiApp) view0(r *http.Request, title, nav string, crumbs []crumb, p any) wikiView {
 	v := wikiView{Title: title, Site: a.name, User: a.user, Nav: nav, Crumbs: crumbs, P: p,
 		Flash: wikiFlashes[r.URL.Query().Get("flash")]}
 	counts := map[string]int{}
@@ -623,24 +619,24 @@ func (a *wikiApp) view0(r *http.Request, title, nav string, crumbs []wacCrumb, p
 	return v
 }
 
-func (a *wikiApp) show(r *http.Request, status int, page, title, nav string, crumbs []wacCrumb, p any) wacResp {
-	return wacPage(wikiTmpl[page], status, a.view0(r, title, nav, crumbs, p))
+func (a *wikiApp) show(r *http.Request, status int, page, title, nav string, crumbs []crumb, p any) answer {
+	return render(wikiTmpl[page], status, a.view0(r, title, nav, crumbs, p))
 }
 
-func (a *wikiApp) fail(status int, msg string) wacResp {
+func (a *wikiApp) fail(status int, msg string) answer {
 	v := wikiView{Title: http.StatusText(status), Site: a.name, User: a.user,
 		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
-	return wacPage(wikiTmpl["error"], status, v)
+	return render(wikiTmpl["error"], status, v)
 }
 
 func (a *wikiApp) page(r *http.Request) *wikiPage { return a.pages[r.PathValue("slug")] }
 
-var wikiHome = wacCrumb{"Home", "/"}
+var wikiHome = crumb{"Home", "/"}
 
-func (a *wikiApp) crumbs(p *wikiPage, last string) []wacCrumb {
-	c := []wacCrumb{wikiHome, {p.Title, wikiPath("/page/", p.Slug)}}
+func (a *wikiApp) crumbs(p *wikiPage, last string) []crumb {
+	c := []crumb{wikiHome, {p.Title, wikiPath("/page/", p.Slug)}}
 	if last != "" {
-		c = append(c, wacCrumb{last, ""})
+		c = append(c, crumb{last, ""})
 	}
 	return c
 }
@@ -649,7 +645,7 @@ func (a *wikiApp) row(p *wikiPage) wikiRow {
 	return wikiRow{Slug: p.Slug, Title: p.Title, Updated: p.Updated, Author: p.Author, Tags: p.Tags}
 }
 
-func (a *wikiApp) home(r *http.Request) wacResp {
+func (a *wikiApp) home(r *http.Request) answer {
 	tag := wikiNormTag(r.URL.Query().Get("tag"))
 	var rows []wikiRow
 	for _, p := range a.pages {
@@ -665,10 +661,10 @@ func (a *wikiApp) home(r *http.Request) wacResp {
 		return rows[i].Slug < rows[j].Slug
 	})
 	title := "All pages"
-	crumbs := []wacCrumb{wikiHome, {"All pages", ""}}
+	crumbs := []crumb{wikiHome, {"All pages", ""}}
 	if tag != "" {
 		title = "Pages tagged “" + tag + "”"
-		crumbs = []wacCrumb{wikiHome, {"Tag: " + tag, ""}}
+		crumbs = []crumb{wikiHome, {"Tag: " + tag, ""}}
 	}
 	return a.show(r, http.StatusOK, "home", title, "home", crumbs, map[string]any{"Rows": rows, "Tag": tag, "Total": len(a.pages)})
 }
@@ -682,7 +678,7 @@ func wikiHas(tags []string, t string) bool {
 	return false
 }
 
-func (a *wikiApp) view(r *http.Request) wacResp {
+func (a *wikiApp) view(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -708,22 +704,22 @@ func (a *wikiApp) view(r *http.Request) wacResp {
 		}
 	}
 	sort.Slice(back, func(i, j int) bool { return back[i].Slug < back[j].Slug })
-	return a.show(r, http.StatusOK, "page", shown.Title, "", []wacCrumb{wikiHome, {p.Title, ""}}, map[string]any{
+	return a.show(r, http.StatusOK, "page", shown.Title, "", []crumb{wikiHome, {p.Title, ""}}, map[string]any{
 		"Slug": p.Slug, "Rev": shown, "Old": old, "Latest": p.Revisions, "HTML": a.markup(shown.Body), "Backlinks": back,
 	})
 }
 
 // missing is the 404 for an unknown page, offering to create it.
-func (a *wikiApp) missing(r *http.Request) wacResp {
+func (a *wikiApp) missing(r *http.Request) answer {
 	slug := r.PathValue("slug")
-	v := a.view0(r, "Page not found", "", []wacCrumb{wikiHome, {"Not found", ""}}, map[string]any{
+	v := a.view0(r, "Page not found", "", []crumb{wikiHome, {"Not found", ""}}, map[string]any{
 		"Status": http.StatusNotFound, "Text": "Page not found",
-		"Msg": "There is no page here yet.", "Create": "/new?title=" + url.QueryEscape(wacClip(slug, 100)),
+		"Msg": "There is no page here yet.", "Create": "/new?title=" + url.QueryEscape(clip(slug, 100)),
 	})
-	return wacPage(wikiTmpl["error"], http.StatusNotFound, v)
+	return render(wikiTmpl["error"], http.StatusNotFound, v)
 }
 
-func (a *wikiApp) history(r *http.Request) wacResp {
+func (a *wikiApp) history(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -736,7 +732,7 @@ func (a *wikiApp) history(r *http.Request) wacResp {
 		"Slug": p.Slug, "Title": p.Title, "Revs": revs, "Latest": p.Revisions, "Dropped": p.Revisions - len(p.History)})
 }
 
-func (a *wikiApp) recent(r *http.Request) wacResp {
+func (a *wikiApp) recent(r *http.Request) answer {
 	type change struct {
 		wikiRev
 		Slug string
@@ -763,15 +759,15 @@ func (a *wikiApp) recent(r *http.Request) wacResp {
 	if len(all) > 100 {
 		all = all[:100]
 	}
-	return a.show(r, http.StatusOK, "recent", "Recent changes", "recent", []wacCrumb{wikiHome, {"Recent changes", ""}}, map[string]any{"Changes": all})
+	return a.show(r, http.StatusOK, "recent", "Recent changes", "recent", []crumb{wikiHome, {"Recent changes", ""}}, map[string]any{"Changes": all})
 }
 
-func (a *wikiApp) search(r *http.Request) wacResp {
+func (a *wikiApp) search(r *http.Request) answer {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	if !utf8.ValidString(q) {
 		q = strings.ToValidUTF8(q, "")
 	}
-	q = wacClip(q, 200)
+	q = clip(q, 200)
 	var titleHits, bodyHits []wikiRow
 	if tag, ok := strings.CutPrefix(q, "tag:"); ok {
 		tag = wikiNormTag(tag)
@@ -790,7 +786,7 @@ func (a *wikiApp) search(r *http.Request) wacResp {
 			} else if !inTitle {
 				continue
 			} else {
-				row.Pre = wacClip(strings.Join(strings.Fields(p.Body), " "), 160)
+				row.Pre = clip(strings.Join(strings.Fields(p.Body), " "), 160)
 			}
 			if inTitle {
 				titleHits = append(titleHits, row)
@@ -805,9 +801,9 @@ func (a *wikiApp) search(r *http.Request) wacResp {
 	byTitle(titleHits)
 	byTitle(bodyHits)
 	rows := append(titleHits, bodyHits...)
-	v := a.view0(r, "Search", "", []wacCrumb{wikiHome, {"Search", ""}}, map[string]any{"Q": q, "Rows": rows, "Exact": a.resolve(q)})
+	v := a.view0(r, "Search", "", []crumb{wikiHome, {"Search", ""}}, map[string]any{"Q": q, "Rows": rows, "Exact": a.resolve(q)})
 	v.Q = q
-	return wacPage(wikiTmpl["search"], http.StatusOK, v)
+	return render(wikiTmpl["search"], http.StatusOK, v)
 }
 
 // wikiIndexFold is the byte index of q in s, ignoring case; -1 if absent.
@@ -856,14 +852,14 @@ type wikiForm struct {
 	Focus                                          string
 }
 
-func (a *wikiApp) newForm(r *http.Request) wacResp {
+func (a *wikiApp) newForm(r *http.Request) answer {
 	q := r.URL.Query()
-	f := wikiForm{Mode: "new", Action: "/new", Title: wacClip(q.Get("title"), wikiMaxTitle),
-		Body: wacClip(q.Get("body"), MaxField), Tags: wacClip(q.Get("tags"), 1000), Focus: "title"}
-	return a.show(r, http.StatusOK, "edit", "New page", "new", []wacCrumb{wikiHome, {"New page", ""}}, f)
+	f := wikiForm{Mode: "new", Action: "/new", Title: clip(q.Get("title"), wikiMaxTitle),
+		Body: clip(q.Get("body"), MaxField), Tags: clip(q.Get("tags"), 1000), Focus: "title"}
+	return a.show(r, http.StatusOK, "edit", "New page", "new", []crumb{wikiHome, {"New page", ""}}, f)
 }
 
-func (a *wikiApp) editForm(r *http.Request) wacResp {
+func (a *wikiApp) editForm(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -882,7 +878,7 @@ func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, ta
 	switch {
 	case title == "":
 		errs["title"] = "Enter a title."
-	case !wacText(title, wikiMaxTitle):
+	case !lineOK(title, wikiMaxTitle):
 		errs["title"] = fmt.Sprintf("A title is one line of at most %d characters.", wikiMaxTitle)
 	case wikiSlugify(title) == "":
 		errs["title"] = "A title needs at least one letter or digit."
@@ -891,10 +887,10 @@ func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, ta
 			errs["title"] = "Another page already has this title."
 		}
 	}
-	if !wacBody(body) {
+	if !textOK(body) {
 		errs["body"] = "The text contains characters that are not allowed."
 	}
-	if !wacText(summary, 200) {
+	if !lineOK(summary, 200) {
 		errs["summary"] = "A summary is one line of at most 200 characters."
 	}
 	var err error
@@ -904,8 +900,8 @@ func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, ta
 	return
 }
 
-func (a *wikiApp) formAgain(r *http.Request, fm wikiForm, f url.Values, errs map[string]string, p *wikiPage) wacResp {
-	fm.Title, fm.Body, fm.Tags, fm.Summary = wacClip(f.Get("title"), 1000), f.Get("body"), wacClip(f.Get("tags"), 1000), wacClip(f.Get("summary"), 1000)
+func (a *wikiApp) formAgain(r *http.Request, fm wikiForm, f url.Values, errs map[string]string, p *wikiPage) answer {
+	fm.Title, fm.Body, fm.Tags, fm.Summary = clip(f.Get("title"), 1000), f.Get("body"), clip(f.Get("tags"), 1000), clip(f.Get("summary"), 1000)
 	fm.Errs = errs
 	for _, k := range []string{"title", "body", "tags", "summary"} {
 		if errs[k] != "" {
@@ -913,14 +909,14 @@ func (a *wikiApp) formAgain(r *http.Request, fm wikiForm, f url.Values, errs map
 			break
 		}
 	}
-	title, crumbs := "New page", []wacCrumb{wikiHome, {"New page", ""}}
+	title, crumbs := "New page", []crumb{wikiHome, {"New page", ""}}
 	if p != nil {
 		title, crumbs = "Editing "+p.Title, a.crumbs(p, "Edit")
 	}
 	return a.show(r, http.StatusUnprocessableEntity, "edit", title, fm.Mode, crumbs, fm)
 }
 
-func (a *wikiApp) create(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) create(r *http.Request, f url.Values) answer {
 	title, body, tags, _, errs := a.readForm(f, nil)
 	slug := wikiSlugify(title)
 	if len(errs) == 0 {
@@ -937,10 +933,10 @@ func (a *wikiApp) create(r *http.Request, f url.Values) wacResp {
 	p := &wikiPage{Slug: slug, Title: title, Body: body, Tags: tags}
 	a.revise(p, "Created page")
 	a.pages[slug] = p
-	return wacRedirect(wikiPath("/page/", slug) + "?flash=created")
+	return redirect(wikiPath("/page/", slug) + "?flash=created")
 }
 
-func (a *wikiApp) edit(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) edit(r *http.Request, f url.Values) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -950,7 +946,7 @@ func (a *wikiApp) edit(r *http.Request, f url.Values) wacResp {
 		return a.formAgain(r, wikiForm{Mode: "edit", Action: wikiPath("/edit/", p.Slug), Slug: p.Slug}, f, errs, p)
 	}
 	if title == p.Title && body == p.Body && wikiTagsEqual(tags, p.Tags) {
-		return wacRedirect(wikiPath("/page/", p.Slug) + "?flash=nochange")
+		return redirect(wikiPath("/page/", p.Slug) + "?flash=nochange")
 	}
 	a.add("edit_page", map[string]string{"slug": p.Slug, "title": title, "body": body, "tags": strings.Join(tags, ","), "summary": summary})
 	p.Title, p.Body, p.Tags = title, body, tags
@@ -958,10 +954,10 @@ func (a *wikiApp) edit(r *http.Request, f url.Values) wacResp {
 		summary = "Edited page"
 	}
 	a.revise(p, summary)
-	return wacRedirect(wikiPath("/page/", p.Slug) + "?flash=saved")
+	return redirect(wikiPath("/page/", p.Slug) + "?flash=saved")
 }
 
-func (a *wikiApp) renameForm(r *http.Request) wacResp {
+func (a *wikiApp) renameForm(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -971,10 +967,10 @@ func (a *wikiApp) renameForm(r *http.Request) wacResp {
 		t = p.Title
 	}
 	return a.show(r, http.StatusOK, "rename", "Rename "+p.Title, "", a.crumbs(p, "Rename"),
-		map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": wacClip(t, wikiMaxTitle), "Err": ""})
+		map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": clip(t, wikiMaxTitle), "Err": ""})
 }
 
-func (a *wikiApp) rename(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) rename(r *http.Request, f url.Values) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -985,7 +981,7 @@ func (a *wikiApp) rename(r *http.Request, f url.Values) wacResp {
 	switch {
 	case title == "":
 		msg = "Enter the new title."
-	case !wacText(title, wikiMaxTitle):
+	case !lineOK(title, wikiMaxTitle):
 		msg = fmt.Sprintf("A title is one line of at most %d characters.", wikiMaxTitle)
 	case slug == "":
 		msg = "A title needs at least one letter or digit."
@@ -1000,7 +996,7 @@ func (a *wikiApp) rename(r *http.Request, f url.Values) wacResp {
 	}
 	if msg != "" {
 		return a.show(r, http.StatusUnprocessableEntity, "rename", "Rename "+p.Title, "", a.crumbs(p, "Rename"),
-			map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": wacClip(f.Get("title"), 1000), "Err": msg})
+			map[string]any{"Slug": p.Slug, "Old": p.Title, "Title": clip(f.Get("title"), 1000), "Err": msg})
 	}
 	a.add("rename_page", map[string]string{"from": p.Slug, "slug": slug, "from_title": p.Title, "title": title})
 	old := p.Title
@@ -1008,23 +1004,23 @@ func (a *wikiApp) rename(r *http.Request, f url.Values) wacResp {
 	p.Slug, p.Title = slug, title
 	a.pages[slug] = p
 	a.revise(p, "Renamed from “"+old+"”")
-	return wacRedirect(wikiPath("/page/", slug) + "?flash=renamed")
+	return redirect(wikiPath("/page/", slug) + "?flash=renamed")
 }
 
-func (a *wikiApp) tagsPage(r *http.Request, status int, p *wikiPage, add, errMsg string) wacResp {
+func (a *wikiApp) tagsPage(r *http.Request, status int, p *wikiPage, add, errMsg string) answer {
 	return a.show(r, status, "tags", "Tags of "+p.Title, "", a.crumbs(p, "Tags"),
 		map[string]any{"Slug": p.Slug, "Title": p.Title, "Tags": p.Tags, "Add": add, "Err": errMsg})
 }
 
-func (a *wikiApp) tagsForm(r *http.Request) wacResp {
+func (a *wikiApp) tagsForm(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
 	}
-	return a.tagsPage(r, http.StatusOK, p, wacClip(r.URL.Query().Get("add"), 200), "")
+	return a.tagsPage(r, http.StatusOK, p, clip(r.URL.Query().Get("add"), 200), "")
 }
 
-func (a *wikiApp) addTag(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) addTag(r *http.Request, f url.Values) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -1049,7 +1045,7 @@ func (a *wikiApp) addTag(r *http.Request, f url.Values) wacResp {
 		msg = fmt.Sprintf("A page may have at most %d tags.", wikiMaxTags)
 	}
 	if msg != "" {
-		return a.tagsPage(r, http.StatusUnprocessableEntity, p, wacClip(in, 1000), msg)
+		return a.tagsPage(r, http.StatusUnprocessableEntity, p, clip(in, 1000), msg)
 	}
 	if len(a.Log)+len(fresh) > MaxLog {
 		return a.fail(http.StatusTooManyRequests, "Too many changes: this site accepts no more.")
@@ -1060,10 +1056,10 @@ func (a *wikiApp) addTag(r *http.Request, f url.Values) wacResp {
 	all, _ := wikiParseTags(append(append([]string{}, p.Tags...), fresh...))
 	p.Tags = all
 	a.revise(p, "Added tag "+strings.Join(fresh, ", "))
-	return wacRedirect(wikiPath("/tags/", p.Slug) + "?flash=tagadded")
+	return redirect(wikiPath("/tags/", p.Slug) + "?flash=tagadded")
 }
 
-func (a *wikiApp) confirm(r *http.Request, status int, p *wikiPage, kind, tag string) wacResp {
+func (a *wikiApp) confirm(r *http.Request, status int, p *wikiPage, kind, tag string) answer {
 	d := map[string]any{"Slug": p.Slug, "Title": p.Title, "Kind": kind, "Tag": tag}
 	if kind == "tag" {
 		return a.show(r, status, "confirm", "Remove tag", "", a.crumbs(p, "Remove tag"), d)
@@ -1071,7 +1067,7 @@ func (a *wikiApp) confirm(r *http.Request, status int, p *wikiPage, kind, tag st
 	return a.show(r, status, "confirm", "Delete "+p.Title, "", a.crumbs(p, "Delete"), d)
 }
 
-func (a *wikiApp) removeTagForm(r *http.Request) wacResp {
+func (a *wikiApp) removeTagForm(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -1083,7 +1079,7 @@ func (a *wikiApp) removeTagForm(r *http.Request) wacResp {
 	return a.confirm(r, http.StatusOK, p, "tag", tag)
 }
 
-func (a *wikiApp) removeTag(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) removeTag(r *http.Request, f url.Values) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -1101,10 +1097,10 @@ func (a *wikiApp) removeTag(r *http.Request, f url.Values) wacResp {
 	}
 	p.Tags = append([]string{}, keep...)
 	a.revise(p, "Removed tag "+tag)
-	return wacRedirect(wikiPath("/tags/", p.Slug) + "?flash=tagremoved")
+	return redirect(wikiPath("/tags/", p.Slug) + "?flash=tagremoved")
 }
 
-func (a *wikiApp) deleteForm(r *http.Request) wacResp {
+func (a *wikiApp) deleteForm(r *http.Request) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -1112,7 +1108,7 @@ func (a *wikiApp) deleteForm(r *http.Request) wacResp {
 	return a.confirm(r, http.StatusOK, p, "delete", "")
 }
 
-func (a *wikiApp) delete(r *http.Request, f url.Values) wacResp {
+func (a *wikiApp) delete(r *http.Request, f url.Values) answer {
 	p := a.page(r)
 	if p == nil {
 		return a.missing(r)
@@ -1122,5 +1118,5 @@ func (a *wikiApp) delete(r *http.Request, f url.Values) wacResp {
 	}
 	a.add("delete_page", map[string]string{"slug": p.Slug, "title": p.Title})
 	delete(a.pages, p.Slug)
-	return wacRedirect("/?flash=deleted")
+	return redirect("/?flash=deleted")
 }

@@ -27,7 +27,7 @@ type wikiTestState struct {
 func wikiTestPage(t *testing.T, a App, slug string) (int, *wikiTestState) {
 	t.Helper()
 	var s wikiTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	for i, p := range s.Pages {
 		if p.Slug == slug {
 			return i, &s
@@ -37,7 +37,7 @@ func wikiTestPage(t *testing.T, a App, slug string) (int, *wikiTestState) {
 }
 
 func TestWikiPagesRender(t *testing.T) {
-	a, _ := wacApp(t, "wiki")
+	a, _ := loadApp(t, "wiki")
 	for _, p := range []string{"/", "/?tag=process", "/page/onboarding", "/page/onboarding?rev=1", "/history/onboarding",
 		"/recent", "/search?q=laptop", "/search?q=tag:finance", "/search", "/new", "/new?title=VPN+Setup",
 		"/edit/onboarding", "/rename/onboarding", "/tags/onboarding", "/tags/onboarding/remove?tag=hr", "/delete/onboarding"} {
@@ -89,8 +89,8 @@ func TestWikiPagesRender(t *testing.T) {
 }
 
 func TestWikiCreate(t *testing.T) {
-	a, data := wacApp(t, "wiki")
-	before := wacState(t, a, nil)
+	a, data := loadApp(t, "wiki")
+	before := appState(t, a, nil)
 	for _, f := range []url.Values{
 		{"title": {""}, "body": {"x"}},
 		{"title": {"  "}},
@@ -136,19 +136,19 @@ func TestWikiCreate(t *testing.T) {
 	if body := wacGet(t, a, "/recent", http.StatusOK); strings.Index(body, "VPN Setup") > strings.Index(body, "Release Process") {
 		t.Error("recent changes: the new page is not first")
 	}
-	wacRoundTrip(t, "wiki", data, a)
+	roundTrip(t, "wiki", data, a)
 }
 
 func TestWikiEditRenameTags(t *testing.T) {
-	a, data := wacApp(t, "wiki")
+	a, data := loadApp(t, "wiki")
 	// No change: no log entry.
 	wacPost(t, a, "/edit/onboarding", url.Values{"title": {"Onboarding"}, "body": {wikiTestBody(t, a, "onboarding")}, "tags": {"process, hr"}}, http.StatusSeeOther)
 	var s wikiTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	if len(s.Log) != 0 {
 		t.Fatalf("no-op edit logged %v", s.Log)
 	}
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	wacPost(t, a, "/edit/onboarding", url.Values{"title": {"Expense policy"}, "body": {"x"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/edit/onboarding", url.Values{"body": {"x"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/edit/nope", url.Values{"title": {"Nope"}, "body": {"x"}}, http.StatusNotFound)
@@ -173,7 +173,7 @@ func TestWikiEditRenameTags(t *testing.T) {
 	}
 
 	// Rename.
-	before = wacState(t, a, nil)
+	before = appState(t, a, nil)
 	wacPost(t, a, "/rename/onboarding", url.Values{"title": {"Expense Policy"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/rename/onboarding", url.Values{"title": {"Onboarding"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/rename/onboarding", url.Values{"title": {""}}, http.StatusUnprocessableEntity)
@@ -195,7 +195,7 @@ func TestWikiEditRenameTags(t *testing.T) {
 	wacGet(t, a, "/page/onboarding", http.StatusNotFound)
 
 	// Tags.
-	before = wacState(t, a, nil)
+	before = appState(t, a, nil)
 	wacPost(t, a, "/tags/new-hire-guide", url.Values{"tag": {"hr"}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/tags/new-hire-guide", url.Values{"tag": {""}}, http.StatusUnprocessableEntity)
 	wacPost(t, a, "/tags/new-hire-guide", url.Values{"tag": {"<b>"}}, http.StatusUnprocessableEntity)
@@ -218,7 +218,7 @@ func TestWikiEditRenameTags(t *testing.T) {
 	}
 
 	// Delete needs the confirmation field.
-	before = wacState(t, a, nil)
+	before = appState(t, a, nil)
 	wacPost(t, a, "/delete/expense-policy", url.Values{}, http.StatusUnprocessableEntity)
 	wacSame(t, a, before, "unconfirmed delete")
 	wacPost(t, a, "/delete/expense-policy", url.Values{"confirm": {"yes"}}, http.StatusSeeOther)
@@ -231,7 +231,7 @@ func TestWikiEditRenameTags(t *testing.T) {
 	if body := wacGet(t, a, "/page/new-hire-guide", http.StatusOK); strings.Contains(body, "Expense") {
 		t.Error("edited page still shows old text")
 	}
-	wacRoundTrip(t, "wiki", data, a)
+	roundTrip(t, "wiki", data, a)
 }
 
 func wikiTestBody(t *testing.T, a App, slug string) string {
@@ -243,7 +243,7 @@ func wikiTestBody(t *testing.T, a App, slug string) string {
 }
 
 func TestWikiEscapes(t *testing.T) {
-	a, _ := wacApp(t, "wiki")
+	a, _ := loadApp(t, "wiki")
 	evil := "<script>alert(1)</script>\n# <img src=x onerror=alert(2)>\n- **<i>b</i>**\n[[<script>x</script>|<b>l</b>]] [[Expense Policy|\"><svg>]]"
 	wacPost(t, a, "/new", url.Values{"title": {"<script>alert(3)</script>"}, "body": {evil}, "tags": {"x"}}, http.StatusSeeOther)
 	_, s := wikiTestPage(t, a, "script-alert-3-script")
@@ -265,7 +265,7 @@ func TestWikiEscapes(t *testing.T) {
 }
 
 func TestWikiLimits(t *testing.T) {
-	a, data := wacApp(t, "wiki")
+	a, data := loadApp(t, "wiki")
 	for i := 0; i < 60; i++ {
 		wacPost(t, a, "/edit/expense-policy", url.Values{"title": {"Expense Policy"}, "body": {fmt.Sprint("v", i)}}, http.StatusSeeOther)
 	}
@@ -277,7 +277,7 @@ func TestWikiLimits(t *testing.T) {
 		t.Error("history does not say revisions were dropped")
 	}
 	wacGet(t, a, "/page/expense-policy?rev=3", http.StatusNotFound)
-	wacRoundTrip(t, "wiki", data, a)
+	roundTrip(t, "wiki", data, a)
 
 	// 500 pages: no more.
 	var pages []string
@@ -288,7 +288,7 @@ func TestWikiLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := wacState(t, b, nil)
+	before := appState(t, b, nil)
 	if w := wacPost(t, b, "/new", url.Values{"title": {"One more"}}, http.StatusUnprocessableEntity); !strings.Contains(w.Body.String(), "at most 500 pages") {
 		t.Error("no limit message")
 	}
@@ -316,7 +316,7 @@ func TestWikiData(t *testing.T) {
 	}
 	wacGet(t, a, "/", http.StatusOK)
 	wacPost(t, a, "/new", url.Values{"title": {"First"}}, http.StatusSeeOther)
-	wacRoundTrip(t, "wiki", nil, a)
+	roundTrip(t, "wiki", nil, a)
 	for _, bad := range []string{`{`, `{"pages":[null]}`, `{"pages":[{"slug":"x","title":"X","updated":"2026-01-01","revisions":0,"history":[{},{}]}]}`} {
 		if _, err := New("wiki", nil, []byte(bad)); err == nil {
 			t.Errorf("saved %s: no error", bad)
@@ -325,7 +325,7 @@ func TestWikiData(t *testing.T) {
 }
 
 func TestWikiHostile(t *testing.T) {
-	a, _ := wacApp(t, "wiki")
+	a, _ := loadApp(t, "wiki")
 	posts := []string{"/new", "/edit/onboarding", "/rename/onboarding", "/tags/onboarding", "/tags/onboarding/remove",
 		"/delete/onboarding", "/edit/nope", "/rename/nope", "/tags/nope", "/tags/nope/remove", "/delete/nope", "/page/onboarding",
 		"/", "/recent", "/search", "/nope", "/edit/%2e%2e", "/edit/" + strings.Repeat("a", 300)}
@@ -340,28 +340,28 @@ func TestWikiHostile(t *testing.T) {
 }
 
 func TestWikiConcurrent(t *testing.T) {
-	a, data := wacApp(t, "wiki")
+	a, data := loadApp(t, "wiki")
 	wacConcurrent(t, a, []string{"/", "/page/onboarding", "/recent", "/search?q=e", "/edit/onboarding"}, func(i int) {
 		wacDo(a, http.MethodPost, "/edit/release-process", url.Values{"title": {"Release Process"}, "body": {fmt.Sprint("v", i)}}.Encode())
 		wacDo(a, http.MethodPost, "/new", url.Values{"title": {fmt.Sprint("Page ", i)}}.Encode())
 	})
 	var s wikiTestState
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	if len(s.Pages) != 5+80 {
 		t.Errorf("%d pages", len(s.Pages))
 	}
-	wacRoundTrip(t, "wiki", data, a)
+	roundTrip(t, "wiki", data, a)
 }
 
 func TestWikiLogFull(t *testing.T) {
-	a, _ := wacApp(t, "wiki")
+	a, _ := loadApp(t, "wiki")
 	w := a.(*wikiApp)
 	w.mu.Lock()
 	for len(w.Log) < MaxLog {
 		w.add("x", nil)
 	}
 	w.mu.Unlock()
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	wacPost(t, a, "/new", url.Values{"title": {"Late"}}, http.StatusTooManyRequests)
 	wacSame(t, a, before, "a post past the log's limit")
 }

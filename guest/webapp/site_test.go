@@ -1,6 +1,7 @@
 package webapp
 
-// Test helpers for the wiki, admin and calendar apps.
+// Test helpers for the apps: loading one, serving it requests, reading
+// its state, and posting garbage at it.
 
 import (
 	"bytes"
@@ -9,18 +10,26 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// wacApp builds app name from testdata/<name>.json.
-func wacApp(t *testing.T, name string) (App, []byte) {
+// testdata is testdata/<name>.json.
+func testdata(t *testing.T, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile("testdata/" + name + ".json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data
+}
+
+// loadApp builds app name from testdata/<name>.json.
+func loadApp(t *testing.T, name string) (App, []byte) {
+	t.Helper()
+	data := testdata(t, name)
 	a, err := New(name, data, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -69,12 +78,16 @@ func wacTClip(s string) string {
 	return s
 }
 
-// wacState is an app's State, decoded into v.
-func wacState(t *testing.T, a App, v any) []byte {
+// appState is an app's State (which must be JSON), decoded into v
+// unless v is nil.
+func appState(t *testing.T, a App, v any) []byte {
 	t.Helper()
 	b, err := a.State()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("state is not JSON: %s", b)
 	}
 	if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
@@ -87,20 +100,20 @@ func wacState(t *testing.T, a App, v any) []byte {
 // wacSame fails unless the state is still before.
 func wacSame(t *testing.T, a App, before []byte, what string) {
 	t.Helper()
-	if after := wacState(t, a, nil); !bytes.Equal(before, after) {
+	if after := appState(t, a, nil); !bytes.Equal(before, after) {
 		t.Fatalf("%s changed the state:\nbefore %s\nafter  %s", what, wacTClip(string(before)), wacTClip(string(after)))
 	}
 }
 
-// wacRoundTrip checks that New(data, State) serves the same State.
-func wacRoundTrip(t *testing.T, name string, data []byte, a App) {
+// roundTrip checks that New(data, State) serves the same State.
+func roundTrip(t *testing.T, name string, data []byte, a App) {
 	t.Helper()
-	s1 := wacState(t, a, nil)
+	s1 := appState(t, a, nil)
 	b, err := New(name, data, s1)
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	s2 := wacState(t, b, nil)
+	s2 := appState(t, b, nil)
 	if !bytes.Equal(s1, s2) {
 		t.Fatalf("round trip differs:\n%s\n%s", wacTClip(string(s1)), wacTClip(string(s2)))
 	}
@@ -112,7 +125,7 @@ func wacLastLog(t *testing.T, a App) Event {
 	var s struct {
 		Log []Event `json:"log"`
 	}
-	wacState(t, a, &s)
+	appState(t, a, &s)
 	if len(s.Log) == 0 {
 		t.Fatal("empty log")
 	}
@@ -142,7 +155,7 @@ func wacGarbage() []string {
 // 5xx, no change.
 func wacHostile(t *testing.T, a App, posts, gets []string) {
 	t.Helper()
-	before := wacState(t, a, nil)
+	before := appState(t, a, nil)
 	for _, p := range posts {
 		for _, body := range wacGarbage() {
 			w := wacDo(a, http.MethodPost, p, body)
@@ -211,4 +224,131 @@ func wacConcurrent(t *testing.T, a App, gets []string, post func(i int)) {
 		}(i)
 	}
 	wg.Wait()
+}
+
+// kitDo serves one request; a non-nil form is posted urlencoded.
+func kitDo(a App, method, path string, form url.Values) *httptest.ResponseRecorder {
+	var body *strings.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	} else {
+		body = strings.NewReader("")
+	}
+	r := httptest.NewRequest(method, path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, r)
+	return w
+}
+
+// kitPost posts f to path and wants a 303.
+func kitPost(t *testing.T, a App, path string, f url.Values) string {
+	t.Helper()
+	w := kitDo(a, "POST", path, f)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("POST %s %v: %d, want 303\n%s", path, f, w.Code, kitText1(w.Body.String()))
+	}
+	return w.Header().Get("Location")
+}
+
+// kitGet gets path and wants code; it returns the page.
+func kitGet(t *testing.T, a App, path string, code int) string {
+	t.Helper()
+	w := kitDo(a, "GET", path, nil)
+	if w.Code != code {
+		t.Fatalf("GET %s: %d, want %d\n%s", path, w.Code, code, kitText1(w.Body.String()))
+	}
+	return w.Body.String()
+}
+
+var kitTags = regexp.MustCompile(`(?s)<style.*?</style>|<[^>]*>`)
+
+// kitText1 is a page's text, squeezed (for failure messages).
+func kitText1(page string) string {
+	s := strings.Join(strings.Fields(kitTags.ReplaceAllString(page, " ")), " ")
+	if len(s) > 1500 {
+		s = s[:1500]
+	}
+	return s
+}
+
+// kitOffline checks a page loads nothing from elsewhere.
+func kitOffline(t *testing.T, path, page string) {
+	t.Helper()
+	for _, bad := range []string{"://", "src=", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("%s: page has %q", path, bad)
+		}
+	}
+}
+
+// kitHostile posts and gets garbage at each path: every answer must be
+// 4xx and the state must not change.
+func kitHostile(t *testing.T, a App, paths []string, forms []url.Values, getOK map[string]bool) {
+	t.Helper()
+	before := appState(t, a, nil)
+	check := func(what string, code int) {
+		t.Helper()
+		if code < 400 || code > 499 {
+			t.Errorf("%s: %d, want 4xx", what, code)
+		}
+	}
+	huge := strings.Repeat("x", MaxBody+10)
+	long := strings.Repeat("y", MaxField+1)
+	for _, p := range paths {
+		for _, f := range forms {
+			check("POST "+p+" "+f.Encode(), kitDo(a, "POST", p, f).Code)
+		}
+		for _, m := range []string{"GET", "PUT", "DELETE", "PATCH"} {
+			if m == "GET" && getOK[p] {
+				continue
+			}
+			w := kitDo(a, m, p, url.Values{"qty": {"1"}})
+			check(m+" "+p, w.Code)
+		}
+		r := httptest.NewRequest("POST", p, strings.NewReader("qty="+huge))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		check("huge POST "+p, w.Code)
+		check("long field POST "+p, kitDo(a, "POST", p, url.Values{"body": {long}, "qty": {"1"}}).Code)
+		r = httptest.NewRequest("POST", p, strings.NewReader("%zz=%%&qty=1"))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w = httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		check("bad encoding POST "+p, w.Code)
+		r = httptest.NewRequest("POST", p, strings.NewReader("--x\r\n"))
+		r.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+		w = httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		check("multipart POST "+p, w.Code)
+	}
+	if after := appState(t, a, nil); !bytes.Equal(before, after) {
+		t.Fatalf("garbage changed the state; the log went from %d to %d bytes", len(before), len(after))
+	}
+}
+
+func TestKitCents(t *testing.T) {
+	for c, want := range map[int64]string{0: "$0.00", 5: "$0.05", 1234: "$12.34", 123456: "$1,234.56", 100000000: "$1,000,000.00", -250: "-$2.50"} {
+		if got := formatCents(c); got != want {
+			t.Errorf("formatCents(%d) = %q, want %q", c, got, want)
+		}
+	}
+	for s, want := range map[string]int64{"25": 2500, "25.5": 2550, "$1,200.00": 120000, ".99": 99, "0": 0} {
+		if got, ok := parseCents(s); !ok || got != want {
+			t.Errorf("parseCents(%q) = %d %v, want %d", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "abc", "1.234", "1e5", "-3", "12.", "99999999999999"} {
+		if _, ok := parseCents(s); ok {
+			t.Errorf("parseCents(%q) ok", s)
+		}
+	}
+	for s, want := range map[string]bool{"a@b.co": true, "ada.park@example.com": true, "a@b": false, "a b@c.d": false, "@c.d": false, "a@@c.d": false, "a@c..d": false, "<a@b.c>": false} {
+		if mailboxOK(s) != want {
+			t.Errorf("mailboxOK(%q) != %v", s, want)
+		}
+	}
 }

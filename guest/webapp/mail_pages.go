@@ -1,8 +1,0 @@
-package webapp
-
-import "embed"
-
-// mailFS holds the mail app's page templates.
-//
-//go:embed pages/mail/*.html
-var mailFS embed.FS
