@@ -455,16 +455,7 @@ func (a *adminApp) byEmail(e string) *adminUser {
 }
 
 func (a *adminApp) user(r *http.Request) *adminUser {
-	id, err := strconv.Atoi(r.PathValue("id"))
-	if err != nil {
-		return nil
-	}
-	for _, u := range a.users {
-		if u.ID == id {
-			return u
-		}
-	}
-	return nil
+	return pathItem(r, a.users, func(u *adminUser) int { return u.ID })
 }
 
 func (a *adminApp) key(id string) *adminKey {
@@ -537,7 +528,7 @@ func (a *adminApp) show(r *http.Request, status int, page, title, nav string, cr
 
 func (a *adminApp) fail(status int, msg string) answer {
 	v := adminView{Title: http.StatusText(status), Site: a.name, Org: a.settings.SiteName, Me: a.me, Mail: a.mail,
-		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
+		P: failData(status, msg)}
 	return render(adminTmpl["error"], status, v)
 }
 
@@ -726,22 +717,13 @@ func (a *adminApp) invite(r *http.Request, f url.Values) answer {
 		if fm.Role == "" {
 			fm.Role = a.defaultRole()
 		}
-		fm.Focus = adminFirst(errs, "name", "email", "role")
+		fm.Focus = firstErr(errs, "name", "email", "role")
 		return a.show(r, http.StatusUnprocessableEntity, "invite", "Invite user", "users", []crumb{adminHome, {"Users", "/users"}, {"Invite", ""}}, fm)
 	}
 	u := &adminUser{ID: a.nextID(nil), Name: name, Email: email, Role: role, Status: "invited"}
 	a.add("invite_user", map[string]string{"id": strconv.Itoa(u.ID), "name": name, "email": email, "role": role})
 	a.users = append(a.users, u)
 	return redirect("/users?flash=invited")
-}
-
-func adminFirst(errs map[string]string, order ...string) string {
-	for _, k := range order {
-		if errs[k] != "" {
-			return k
-		}
-	}
-	return ""
 }
 
 // statuses are the statuses u may be given.
@@ -813,7 +795,7 @@ func (a *adminApp) edit(r *http.Request, f url.Values) answer {
 		if errs["status"] != "" {
 			fm.Status = u.Status
 		}
-		fm.Focus = adminFirst(errs, "name", "email", "role", "status")
+		fm.Focus = firstErr(errs, "name", "email", "role", "status")
 		return a.show(r, http.StatusUnprocessableEntity, "edit", "Edit "+u.Name, "users",
 			[]crumb{adminHome, {"Users", "/users"}, {u.Name, "/users/" + strconv.Itoa(u.ID)}, {"Edit", ""}}, fm)
 	}
@@ -919,7 +901,7 @@ func (a *adminApp) saveSettings(r *http.Request, f url.Values) answer {
 	if len(errs) > 0 {
 		fm := adminSettingsForm{SiteName: clip(f.Get("site_name"), 200), Timeout: clip(f.Get("session_timeout_minutes"), 20),
 			Upload: clip(f.Get("max_upload_mb"), 20), Toggles: adminToggles(s), Errs: errs}
-		fm.Focus = adminFirst(errs, "site_name", "session_timeout_minutes", "max_upload_mb")
+		fm.Focus = firstErr(errs, "site_name", "session_timeout_minutes", "max_upload_mb")
 		return a.show(r, http.StatusUnprocessableEntity, "settings", "Settings", "settings", []crumb{adminHome, {"Settings", ""}}, fm)
 	}
 	old := a.settings

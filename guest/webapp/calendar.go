@@ -337,16 +337,7 @@ func (a *calApp) roomName(id string) string {
 }
 
 func (a *calApp) event(r *http.Request) *calEvent {
-	id, err := strconv.Atoi(r.PathValue("id"))
-	if err != nil {
-		return nil
-	}
-	for _, e := range a.events {
-		if e.ID == id {
-			return e
-		}
-	}
-	return nil
+	return pathItem(r, a.events, func(e *calEvent) int { return e.ID })
 }
 
 // calTime normalizes H:MM or HH:MM (00:00 to 23:59).
@@ -536,7 +527,7 @@ func (a *calApp) fail(status int, msg string) answer {
 	first, _ := time.Parse("2006-01", todayDate[:7])
 	v := calView{Title: http.StatusText(status), Site: a.name, Me: a.me, Mail: a.mail, Today: todayDate,
 		Mini: a.monthGrid(first, 0), Rooms: a.rooms,
-		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
+		P: failData(status, msg)}
 	return render(calTmpl["error"], status, v)
 }
 
@@ -797,7 +788,7 @@ func (a *calApp) again(r *http.Request, fm calForm, f url.Values, errs map[strin
 		fm.Room = rm.ID
 	}
 	fm.Rooms, fm.Errs = a.rooms, errs
-	fm.Focus = adminFirst(errs, "title", "date", "start", "end", "room", "attendees")
+	fm.Focus = firstErr(errs, "title", "date", "start", "end", "room", "attendees")
 	return a.page(r, http.StatusUnprocessableEntity, "form", fm.Heading, fm.Mode, crumbs, fm)
 }
 

@@ -906,11 +906,8 @@ func (m *mail) send(r *http.Request, f url.Values) answer {
 		}
 	}
 	if len(errs) > 0 {
-		for _, k := range []string{"to", "cc", "subject", "body", "attach"} {
-			if errs[k] != "" {
-				c.Focus = k
-				break
-			}
+		if k := firstErr(errs, "to", "cc", "subject", "body", "attach"); k != "" {
+			c.Focus = k
 		}
 		v := m.composeView(r, c)
 		v.Errs, v.ErrCount = errs, len(errs)

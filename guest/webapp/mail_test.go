@@ -324,12 +324,7 @@ func TestMailLimits(t *testing.T) {
 	if string(appState(t, a, nil)) != string(before) {
 		t.Fatal("a refused send changed the state")
 	}
-	m := a.(*mail)
-	m.mu.Lock()
-	for len(m.Log) < MaxLog {
-		m.add("filler", nil)
-	}
-	m.mu.Unlock()
+	fillLog(&a.(*mail).journal)
 	before = appState(t, a, nil)
 	if w := kitDo(a, "POST", "/message/x/star", url.Values{"starred": {"1"}}); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("full log: %d", w.Code)

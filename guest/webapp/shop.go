@@ -934,11 +934,8 @@ func (s *shop) checkout(r *http.Request, pf url.Values) answer {
 		v := s.checkoutView(r, f)
 		v.Errs = errs
 		v.ErrCount = len(errs)
-		for _, k := range []string{"name", "email", "address", "city", "postcode", "coupon"} {
-			if errs[k] != "" {
-				v.Focus = k
-				break
-			}
+		if k := firstErr(errs, "name", "email", "address", "city", "postcode", "coupon"); k != "" {
+			v.Focus = k
 		}
 		v.CartErr = cartErr
 		v.Sum.CouponNote = ""

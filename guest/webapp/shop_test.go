@@ -312,12 +312,7 @@ func TestShopHostile(t *testing.T) {
 
 func TestShopLogFull(t *testing.T) {
 	a, _ := loadApp(t, "shop")
-	s := a.(*shop)
-	s.mu.Lock()
-	for len(s.Log) < MaxLog {
-		s.add("filler", nil)
-	}
-	s.mu.Unlock()
+	fillLog(&a.(*shop).journal)
 	before := appState(t, a, nil)
 	if w := kitDo(a, "POST", "/cart/add", url.Values{"sku": {"KIT-1001"}, "qty": {"1"}}); w.Code != http.StatusTooManyRequests {
 		t.Fatalf("full log: %d", w.Code)

@@ -183,6 +183,22 @@ func (s *router) notFound() {
 	})
 }
 
+// firstErr is the first of the fields in order with an error in errs
+// (the field a re-shown form focuses); "" for none.
+func firstErr(errs map[string]string, order ...string) string {
+	for _, k := range order {
+		if errs[k] != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// failData is an error page's data: the status, its text and msg.
+func failData(status int, msg string) map[string]any {
+	return map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}
+}
+
 // parsePages parses each page template under dir of fsys together with
 // dir/base.html into a set of its own, keyed by the page's file name
 // without ".html": each page defines "content", base.html "base". A
@@ -416,6 +432,21 @@ func freeID[T any](items []T, id func(T) int, taken map[int]bool) int {
 		n++
 	}
 	return n
+}
+
+// pathItem is the item of items whose id is the request's {id}; the
+// zero T (nil) when there is none.
+func pathItem[T any](r *http.Request, items []T, id func(T) int) (none T) {
+	n, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil {
+		return none
+	}
+	for _, it := range items {
+		if id(it) == n {
+			return it
+		}
+	}
+	return none
 }
 
 // --- dates ---

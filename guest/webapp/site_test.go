@@ -352,3 +352,13 @@ func TestKitCents(t *testing.T) {
 		}
 	}
 }
+
+// fillLog fills an app's log to MaxLog, as if the agent had made that
+// many changes.
+func fillLog(j *journal) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for len(j.Log) < MaxLog {
+		j.add("filler", nil)
+	}
+}

@@ -625,7 +625,7 @@ func (a *wikiApp) show(r *http.Request, status int, page, title, nav string, cru
 
 func (a *wikiApp) fail(status int, msg string) answer {
 	v := wikiView{Title: http.StatusText(status), Site: a.name, User: a.user,
-		P: map[string]any{"Status": status, "Text": http.StatusText(status), "Msg": msg}}
+		P: failData(status, msg)}
 	return render(wikiTmpl["error"], status, v)
 }
 
@@ -903,11 +903,8 @@ func (a *wikiApp) readForm(f url.Values, self *wikiPage) (title, body string, ta
 func (a *wikiApp) formAgain(r *http.Request, fm wikiForm, f url.Values, errs map[string]string, p *wikiPage) answer {
 	fm.Title, fm.Body, fm.Tags, fm.Summary = clip(f.Get("title"), 1000), f.Get("body"), clip(f.Get("tags"), 1000), clip(f.Get("summary"), 1000)
 	fm.Errs = errs
-	for _, k := range []string{"title", "body", "tags", "summary"} {
-		if errs[k] != "" {
-			fm.Focus = k
-			break
-		}
+	if k := firstErr(errs, "title", "body", "tags", "summary"); k != "" {
+		fm.Focus = k
 	}
 	title, crumbs := "New page", []crumb{wikiHome, {"New page", ""}}
 	if p != nil {

@@ -355,12 +355,7 @@ func TestWikiConcurrent(t *testing.T) {
 
 func TestWikiLogFull(t *testing.T) {
 	a, _ := loadApp(t, "wiki")
-	w := a.(*wikiApp)
-	w.mu.Lock()
-	for len(w.Log) < MaxLog {
-		w.add("x", nil)
-	}
-	w.mu.Unlock()
+	fillLog(&a.(*wikiApp).journal)
 	before := appState(t, a, nil)
 	wacPost(t, a, "/new", url.Values{"title": {"Late"}}, http.StatusTooManyRequests)
 	wacSame(t, a, before, "a post past the log's limit")
