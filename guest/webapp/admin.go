@@ -164,11 +164,8 @@ type adminApp struct {
 
 func newAdmin(data, saved []byte) (App, error) {
 	var d struct {
-		Site string `json:"site"`
-		User struct {
-			Name  string `json:"name"`
-			Email string `json:"email"`
-		} `json:"user"`
+		Site  string   `json:"site"`
+		User  person   `json:"user"`
 		Roles []string `json:"roles"`
 		Users []struct {
 			ID        jsonID `json:"id"`

@@ -132,11 +132,8 @@ type calApp struct {
 
 func newCalendar(data, saved []byte) (App, error) {
 	var d struct {
-		Site string `json:"site"`
-		User struct {
-			Name  string `json:"name"`
-			Email string `json:"email"`
-		} `json:"user"`
+		Site  string `json:"site"`
+		User  person `json:"user"`
 		Rooms []struct {
 			ID       jsonStr `json:"id"`
 			Name     string  `json:"name"`

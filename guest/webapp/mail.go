@@ -103,15 +103,10 @@ var mailBuiltin = []string{"Inbox", "Sent", "Archive", "Trash"}
 // files the Attach select offers. A sent message is dated today plus one
 // minute per message sent before it (09:01, 09:02, ...).
 type mailData struct {
-	User     mailUser  `json:"user"`
+	User     person    `json:"user"`
 	Folders  []string  `json:"folders"`
 	Messages []mailRaw `json:"messages"`
 	Files    []string  `json:"files"`
-}
-
-type mailUser struct {
-	Name  string `json:"name"`
-	Email string `json:"email"`
 }
 
 type mailRaw struct {
@@ -170,7 +165,7 @@ type mailSent struct {
 
 // mailState is State's JSON; a saved one resumes messages, sent and log.
 type mailState struct {
-	User     mailUser      `json:"user"`
+	User     person        `json:"user"`
 	Folders  []string      `json:"folders"`
 	Files    []string      `json:"files"`
 	Messages []mailMessage `json:"messages"`
@@ -180,7 +175,7 @@ type mailState struct {
 
 type mail struct {
 	journal
-	user    mailUser
+	user    person
 	folders []string // built-ins then custom
 	files   []string
 	msgs    []*mailMessage
@@ -417,7 +412,7 @@ func (m *mail) routes() {
 
 type mailView struct {
 	Title   string
-	User    mailUser
+	User    person
 	Folders []mailFolderLink
 	Q       string
 	Flash   string

@@ -1,7 +1,6 @@
 package webapp
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,9 +13,7 @@ import (
 func mailStateOf(t *testing.T, a App) mailState {
 	t.Helper()
 	var st mailState
-	if err := json.Unmarshal(appState(t, a, nil), &st); err != nil {
-		t.Fatal(err)
-	}
+	appState(t, a, &st)
 	return st
 }
 

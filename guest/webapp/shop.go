@@ -84,16 +84,11 @@ const (
 // shipping is never discounted; total = subtotal − discount + shipping.
 type shopData struct {
 	Site            string         `json:"site"`
-	User            shopUser       `json:"user"`
+	User            person         `json:"user"`
 	Products        []shopProduct  `json:"products"`
 	Coupons         []shopCoupon   `json:"coupons"`
 	Shipping        []shopShipping `json:"shipping"`
 	ShippingOptions []shopShipping `json:"shipping_options"`
-}
-
-type shopUser struct {
-	Name  string `json:"name"`
-	Email string `json:"email"`
 }
 
 type shopProduct struct {
@@ -145,7 +140,7 @@ type shopOrder struct {
 // (products' stock, cart, orders and log; the rest comes from the data).
 type shopState struct {
 	Site              string        `json:"site"`
-	User              shopUser      `json:"user"`
+	User              person        `json:"user"`
 	Products          []shopProduct `json:"products"`
 	Cart              []shopLine    `json:"cart"`
 	CartSubtotalCents int64         `json:"cart_subtotal_cents"`
@@ -156,7 +151,7 @@ type shopState struct {
 type shop struct {
 	journal
 	site      string
-	user      shopUser
+	user      person
 	products  []*shopProduct
 	bySKU     map[string]*shopProduct
 	cats      []shopCat
@@ -357,7 +352,7 @@ func (s *shop) routes() {
 // shopView is every page's data; each page reads the fields it needs.
 type shopView struct {
 	Site, Title string
-	User        shopUser
+	User        person
 	CartCount   int
 	Cats        []shopCat
 	Q           string

@@ -220,6 +220,12 @@ func parsePages(fsys fs.FS, dir string, funcs template.FuncMap) map[string]*temp
 	return out
 }
 
+// person is the signed-in user an app's data names.
+type person struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
 // crumb is one step of a page's breadcrumb trail ("" URL: the page itself).
 type crumb struct{ Name, URL string }
 
