@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -221,14 +222,12 @@ func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.Brows
 		if bc == nil {
 			return nil, aci.Errorf(aci.CodeInvalidAction, "browser: no browser runs (launch chromium first)")
 		}
-		if err := run(ctx, bc, chromedp.Navigate(a.Open[0])); err != nil {
+		if err := navigate(ctx, bc.ctx, a.Open[0]); err != nil {
 			return nil, aci.Errorf(aci.CodeInternal, "browser: open %s: %v", a.Open[0], err)
 		}
 		for _, u := range a.Open[1:] {
 			tctx, tcancel := chromedp.NewContext(bc.ctx, chromedp.WithDetachOnCancel())
-			rctx, rcancel := within(tctx, ctx)
-			err := chromedp.Do(rctx, chromedp.Navigate(u))
-			rcancel()
+			err := navigate(ctx, tctx, u)
 			tcancel()
 			if err != nil {
 				return nil, aci.Errorf(aci.CodeInternal, "browser: open %s: %v", u, err)
@@ -239,11 +238,21 @@ func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.Brows
 	return nil, aci.Errorf(aci.CodeBadRequest, "browser: need open or close")
 }
 
-// run runs actions on the browser's first tab under ctx's deadline.
-func run(ctx context.Context, bc *browserConn, actions ...chromedp.Action[chromedp.Void]) error {
-	rctx, cancel := within(bc.ctx, ctx)
-	defer cancel()
-	return chromedp.Do(rctx, actions...)
+// navigate loads u in tab (a chromedp context) under ctx's deadline. A
+// navigation that another one aborted (the tab's own start page still
+// loading, a restored tab) is tried again, up to three times: the page the
+// task opens is what the episode must start on.
+func navigate(ctx, tab context.Context, u string) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		rctx, cancel := within(tab, ctx)
+		err = chromedp.Do(rctx, chromedp.Navigate(u))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // within is base (which carries chromedp's context) bounded by ctx's
