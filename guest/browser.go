@@ -69,7 +69,11 @@ const dropSingleton = `p="${XDG_CONFIG_HOME:-$HOME/.config}/chromium"; rm -f "$p
 type browserConn struct {
 	pid    int
 	exited <-chan struct{}
-	ctx    context.Context // the first tab's chromedp context
+	// root is chromedp's first context, which owns the browser (its
+	// Cancel closes Chromium gracefully); ctx is the tab setup drives,
+	// set once ready closes.
+	root   context.Context
+	ctx    context.Context
 	cancel context.CancelFunc
 	// ready closes once chromedp is attached to the first tab; initErr
 	// then says whether it could.
@@ -137,13 +141,16 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 		conn := chromedp.NewPipeConn(respR, cmdW)
 		actx, acancel := chromedp.NewAllocatorContext(context.Background(), pipeAllocator{conn})
 		tctx, tcancel := chromedp.NewContext(actx)
-		bc := &browserConn{pid: pid, exited: exited, ctx: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
+		bc := &browserConn{pid: pid, exited: exited, root: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
 		// chromedp attaches on a context's first run and ties the
 		// connection to that run's context: attach on the browser's own,
 		// so a call's deadline never closes the pipe (Chromium exits
 		// when its DevTools pipe closes).
 		go func() {
-			bc.initErr = chromedp.Do(tctx)
+			bc.ctx, bc.initErr = attachTab(tctx)
+			if bc.ctx == nil {
+				bc.ctx = tctx
+			}
 			close(bc.ready)
 		}()
 		s.browser.mu.Lock()
@@ -164,6 +171,41 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 		}()
 	}
 	return attach, cleanup, nil
+}
+
+// attachTab attaches chromedp to Chromium's first tab through root, the
+// browser's first context. A tab that navigates while chromedp attaches
+// (Chromium's own start page) fails that attach; the page target that is
+// there then is attached instead, by id and kept open on cancel, up to
+// three times.
+func attachTab(root context.Context) (context.Context, error) {
+	err := chromedp.Do(root)
+	if err == nil {
+		return root, nil
+	}
+	for try := 0; try < 3; try++ {
+		select {
+		case <-root.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+		infos, terr := chromedp.Targets(root)
+		if terr != nil {
+			err = terr
+			continue
+		}
+		for _, in := range infos {
+			if in.Type != "page" {
+				continue
+			}
+			tab, _ := chromedp.NewContext(root, chromedp.WithTargetID(in.TargetID), chromedp.WithDetachOnCancel())
+			if err = chromedp.Do(tab); err == nil {
+				return tab, nil // its cancel is root's: tab lives as long as the browser
+			}
+			break
+		}
+	}
+	return nil, err
 }
 
 // pipeAllocator hands chromedp the browser at the other end of a pipe that
@@ -204,7 +246,7 @@ func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.Brows
 		// chromedp's Cancel of the first tab's context sends Browser.close
 		// and waits; Chromium may hang, so the wait is ours.
 		errc := make(chan error, 1)
-		go func() { errc <- chromedp.Cancel(bc.ctx) }()
+		go func() { errc <- chromedp.Cancel(bc.root) }()
 		var err error
 		select {
 		case <-bc.exited:
@@ -239,16 +281,16 @@ func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.Brows
 }
 
 // navigate loads u in tab (a chromedp context) under ctx's deadline. A
-// navigation that another one aborted (the tab's own start page still
-// loading, a restored tab) is tried again, up to three times: the page the
-// task opens is what the episode must start on.
+// navigation that another one aborted or overtook (the tab's own start
+// page still loading, a restored tab) is tried again, up to three times:
+// the page the task opens is what the episode must start on.
 func navigate(ctx, tab context.Context, u string) error {
 	var err error
 	for try := 0; try < 3; try++ {
 		rctx, cancel := within(tab, ctx)
 		err = chromedp.Do(rctx, chromedp.Navigate(u))
 		cancel()
-		if err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") || ctx.Err() != nil {
+		if err == nil || !(strings.Contains(err.Error(), "ERR_ABORTED") || strings.Contains(err.Error(), "navigated or closed")) || ctx.Err() != nil {
 			return err
 		}
 	}
