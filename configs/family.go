@@ -270,7 +270,7 @@ var templateFuncs = template.FuncMap{
 		}
 		return out, nil
 	},
-	"join":    func(list any, sep string) string { return strings.Join(strs(list), sep) },
+	"join": func(list any, sep string) string { return strings.Join(strs(list), sep) },
 	// split is join's inverse: "a\nb\n" split on "\n" is [a b] (a
 	// trailing separator makes no empty last item).
 	"split": func(s, sep string) []string {
