@@ -180,7 +180,7 @@ var appKinds = []appKind{
 		Match: func(t *configs.Task) bool { return slices.Equal(t.Apps, []string{"mousepad"}) }},
 	{App: "chromium", Prefer: "shop-buy-cheapest", Click: [2]int{574, 118}, Why: "a chromium family serving a web app",
 		Match: func(t *configs.Task) bool { return slices.Contains(t.Apps, "chromium") && servesWeb(t) }},
-	{App: "calc", Click: [2]int{640, 500}, Why: "a libreoffice family opening a .fods",
+	{App: "calc", Prefer: "calc-sum-total", Click: [2]int{640, 500}, Why: "a libreoffice family opening a .fods",
 		Match: func(t *configs.Task) bool { return officeDoc(t) == "calc" }},
 	{App: "writer", Click: [2]int{640, 500}, Why: "a libreoffice family opening a .fodt",
 		Match: func(t *configs.Task) bool { return officeDoc(t) == "writer" }},
