@@ -8,7 +8,7 @@ BIN         := bin
 POOL        ?= 4
 LISTEN      ?= 127.0.0.1:8700
 PROVIDER    ?= process
-TEST_FLAGS  ?= -count=1 -timeout 15m -p 1
+TEST_FLAGS  ?= -count=1 -timeout 25m -p 1
 # Debian packages: the desktop inside sandboxes, the bench baseline (xdotool,
 # scrot), the Python client's dependencies, debootstrap for the image, the
 # session and accessibility buses (dbus, at-spi2-core, the GTK bridges,

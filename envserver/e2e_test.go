@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -162,10 +163,17 @@ func TestTaskSuite(t *testing.T) {
 		parallel = 2
 	}
 	var fast, mupdf, heavy []string
+	kinds := map[string]bool{}
 	for _, id := range ids {
 		switch apps := s.Tasks[id].Apps; {
 		case slices.Contains(apps, "chromium") || slices.Contains(apps, "libreoffice"):
-			heavy = append(heavy, id)
+			// One family of each kind (its apps, web apps and documents):
+			// every family of the kind shares that setup and its record
+			// proves the rest.
+			if k := heavyKind(s.Tasks[id]); !kinds[k] {
+				kinds[k] = true
+				heavy = append(heavy, id)
+			}
 		case slices.Contains(apps, "mupdf"):
 			mupdf = append(mupdf, id)
 		default:
@@ -176,8 +184,9 @@ func TestTaskSuite(t *testing.T) {
 	// The memorized-oracle replays (6 per family, over 200 in all) run on
 	// the fast families: a PDF family's episode waits out mupdf's start.
 	// The browser's and the office suite's families (two desktops at
-	// once: each app takes a core to start) play their smoke pass, doing
-	// nothing and the oracle: the full check is their record's.
+	// once: each app takes a core to start), one of each kind, play their
+	// smoke pass, doing nothing and the oracle: the full check is their
+	// record's.
 	for _, part := range []struct {
 		ids         []string
 		n, transfer int
@@ -214,6 +223,25 @@ func TestTaskSuite(t *testing.T) {
 		t.Errorf("memorized oracles earned %.1f%% of the maximum over %d instances; want at most 10%%", 100*scored/float64(n), n)
 	}
 	t.Logf("memorized oracles: %.1f of %d episodes", scored, n)
+}
+
+// heavyKind names what a browser or office family runs: its apps, the web
+// apps it serves and the kinds of document it opens.
+func heavyKind(t *configs.Task) string {
+	k := strings.Join(t.Apps, "+")
+	in, err := t.Instantiate(configs.SplitTrain, 0)
+	if err != nil {
+		return k
+	}
+	for _, st := range in.InstanceSetup {
+		switch {
+		case st.Web != nil:
+			k += "+" + st.Web.App
+		case st.PutFile != nil:
+			k += "+" + filepath.Ext(st.PutFile.Path)
+		}
+	}
+	return k
 }
 
 // instanceOf is the task instance a reset or fork reply says its env runs.
