@@ -310,7 +310,8 @@ func (h *holdCounters) stepper(ctx context.Context, c *client.Client, env string
 	tick := time.NewTicker(densityPeriod)
 	defer tick.Stop()
 	last := ""
-	for k := 0; ctx.Err() == nil; k++ {
+	end, _ := ctx.Deadline() // the hold's end, also where ctx's own timer fires late
+	for k := 0; ctx.Err() == nil && (end.IsZero() || time.Now().Before(end)); k++ {
 		a := aci.Action{Verb: aci.Click, Target: aci.Px(float64(at[0]), float64(at[1]))}
 		if k%2 == 1 {
 			a = aci.Action{Verb: aci.Key, Keys: "Escape"}
