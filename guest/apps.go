@@ -48,21 +48,6 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 	return s.pointerInto(ctx, res)
 }
 
-// descendsFrom reports whether pid's ancestors, read from /proc, include
-// anc.
-func descendsFrom(pid, anc int) bool {
-	for i := 0; i < 64 && pid > 1; i++ {
-		st, ok := readStat(pid)
-		if !ok {
-			return false
-		}
-		if pid = st.ppid; pid == anc {
-			return true
-		}
-	}
-	return false
-}
-
 // launchWindowWait bounds how long launch_app waits for the app's window.
 const launchWindowWait = 10 * time.Second
 
@@ -92,8 +77,18 @@ func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan stru
 			}
 			// A launcher that starts the app as its child (LibreOffice's
 			// script runs soffice.bin): a window of a descendant.
+			var parent map[int]int
 			for _, w := range list.Windows {
-				if res.WindowID == 0 && w.PID > 0 && w.PID != pid && descendsFrom(w.PID, pid) {
+				if res.WindowID != 0 || w.PID <= 0 || w.PID == pid {
+					continue
+				}
+				if parent == nil {
+					parent = map[int]int{}
+					for _, p := range listProcs() {
+						parent[p.pid] = p.ppid
+					}
+				}
+				if descends(w.PID, pid, parent) {
 					res.WindowID = w.ID
 				}
 			}

@@ -332,24 +332,8 @@ func exportBrowser(agentHome, dir string, id *Identity) (int, error) {
 		if Check([]string{"read", filepath.Join(profile, name)}, agentHome, &out, &errb) != CheckOK {
 			continue
 		}
-		if n == 0 {
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				return 0, err
-			}
-			if id.distinct() {
-				if err := os.Chown(dir, id.UID, id.GID); err != nil {
-					return 0, err
-				}
-			}
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, out.Bytes(), 0o600); err != nil {
+		if err := handOver(dir, name, out.Bytes(), id); err != nil {
 			return 0, err
-		}
-		if id.distinct() {
-			if err := os.Chown(p, id.UID, id.GID); err != nil {
-				return 0, err
-			}
 		}
 		n++
 	}

@@ -154,30 +154,36 @@ func (w *webHost) writeStates(dir string, id *Identity) (int, error) {
 	if len(apps) == 0 {
 		return 0, nil
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return 0, err
-	}
 	for n, a := range apps {
 		b, err := a.State()
 		if err != nil {
 			return 0, fmt.Errorf("web: %s state: %w", n, err)
 		}
-		p := filepath.Join(dir, n+".json")
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			return 0, err
-		}
-		if id.distinct() {
-			if err := os.Chown(p, id.UID, id.GID); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if id.distinct() {
-		if err := os.Chown(dir, id.UID, id.GID); err != nil {
+		if err := handOver(dir, n+".json", b, id); err != nil {
 			return 0, err
 		}
 	}
 	return len(apps), nil
+}
+
+// handOver writes name into dir, a directory of the verifier's own home
+// (created 0700 on first use), as a 0600 file; both are owned by id, the
+// verifier's identity, so only the verifier reads them.
+func handOver(dir, name string, data []byte, id *Identity) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		return err
+	}
+	if !id.distinct() {
+		return nil
+	}
+	if err := os.Chown(p, id.UID, id.GID); err != nil {
+		return err
+	}
+	return os.Chown(dir, id.UID, id.GID)
 }
 
 // close stops the listener.
