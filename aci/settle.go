@@ -32,10 +32,12 @@ func (s *Settle) Validate() error {
 // the screen changed meanwhile, whether it gave up at the ceiling while the
 // screen was still changing, and whether it ended early because every
 // process of the desktop had gone idle (nothing running, no timer due within
-// the settle's windows) before those windows ran out.
+// the settle's windows) before those windows ran out, or because the browser
+// with the focus answered that the frame after the action was drawn (Frame).
 type SettleInfo struct {
 	WaitedMS int64 `msgpack:"waited_ms" json:"waited_ms"`
 	Damaged  bool  `msgpack:"damaged" json:"damaged"`
 	TimedOut bool  `msgpack:"timed_out" json:"timed_out"`
 	Idle     bool  `msgpack:"idle,omitempty" json:"idle,omitempty"`
+	Frame    bool  `msgpack:"frame,omitempty" json:"frame,omitempty"`
 }

@@ -43,6 +43,9 @@ type shippedApp struct {
 	// idle (Chromium's compositor and renderer), so its steps settle by
 	// the damage windows, not the idle settle.
 	busy bool
+	// frames: the app answers for its frames (Chromium over DevTools), so
+	// most of its steps end on that answer (info.settle.frame).
+	frames bool
 }
 
 func at(w aci.Window, fx, fy float64) *aci.Target {
@@ -104,7 +107,7 @@ func shippedApps() []shippedApp {
 				}},
 				{name: "menu", act: menu, undo: escape},
 			}},
-		{app: "chromium", args: []string{chromiumPage}, busy: true, // the text field has the focus
+		{app: "chromium", args: []string{chromiumPage}, busy: true, frames: true, // the text field has the focus
 			acts: []appAction{
 				{name: "click", act: clickPx(345, 100), alt: clickPx(345, 100), undo: &aci.Action{Verb: aci.Click, Target: aci.Px(150, 100)}}, // the button counts clicks; the field gets the focus back
 				{name: "type", act: typ("abc")},

@@ -40,6 +40,8 @@ var browserNames = map[string]bool{"chromium": true, "chromium-browser": true}
 //     sandbox has no network beyond its loopback and every episode starts
 //     from the same screen.
 //   - --force-renderer-accessibility: the accessibility tree (observe.a11y).
+//   - --disable-smooth-scrolling: a wheel step scrolls in one frame, which
+//     the settle on Chromium's frames sees (browser_settle.go).
 //   - *.test resolves to the web host (web.go).
 func chromiumFlags(w, h int, webAddr string) []string {
 	flags := []string{
@@ -49,7 +51,7 @@ func chromiumFlags(w, h int, webAddr string) []string {
 		"--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,InterestFeedContentSuggestions,AutofillServerCommunication",
 		"--disable-session-crashed-bubble", "--hide-crash-restore-bubble", "--noerrdialogs",
 		"--password-store=basic", "--force-device-scale-factor=1", "--lang=en-US",
-		"--force-renderer-accessibility", "--remote-debugging-pipe",
+		"--force-renderer-accessibility", "--remote-debugging-pipe", "--disable-smooth-scrolling",
 		"--ozone-platform=x11", "--window-position=0,0",
 	}
 	if w > 0 && h > 0 {
@@ -79,6 +81,9 @@ type browserConn struct {
 	// then says whether it could.
 	ready   chan struct{}
 	initErr error
+	// loads follows the tab's loading frames (browser_settle.go), set
+	// before ready closes.
+	loads *loadState
 }
 
 // attached waits until bc is attached to Chromium's first tab.
@@ -150,6 +155,8 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 			bc.ctx, bc.initErr = attachTab(tctx)
 			if bc.ctx == nil {
 				bc.ctx = tctx
+			} else {
+				bc.followLoads()
 			}
 			close(bc.ready)
 		}()

@@ -126,8 +126,14 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 			}
 			m = &mk
 		}
+		var frame <-chan time.Time
+		if afterInput {
+			fctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			frame = s.frameSignal(fctx, m.start.Add(time.Duration(o.Settle.MaxMS)*time.Millisecond))
+		}
 		var err error
-		if info, err = s.x.settle(ctx, *m, *o.Settle, afterInput); err != nil {
+		if info, err = s.x.settle(ctx, *m, *o.Settle, afterInput, frame); err != nil {
 			return nil, err
 		}
 	}

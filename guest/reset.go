@@ -384,7 +384,7 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 		}
 		// Not after input: damage within the last quiet_ms counts, so a
 		// still screen is settled at once and a drawing one once quiet.
-		info, err := s.x.settle(ctx, m, *a.Settle, false)
+		info, err := s.x.settle(ctx, m, *a.Settle, false, nil)
 		if err != nil {
 			return nil, err
 		}

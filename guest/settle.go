@@ -243,7 +243,12 @@ func (d *display) mark(ctx context.Context) (damageMark, error) {
 // p.QuietMS counts. Once damaged, it waits for p.QuietMS without damage. It
 // never waits past p.MaxMS from m's start and reports what happened. It runs
 // outside the display lock: only its barriers take it.
-func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterInput bool) (*aci.SettleInfo, error) {
+//
+// frame, when not nil, gets the time the browser with the focus answered
+// that the frame after the action was drawn (browser_settle.go): from then
+// on the settle ends frameQuiet after the later of that answer and the last
+// damage, when that comes before the damage windows would end it.
+func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterInput bool, frame <-chan time.Time) (*aci.SettleInfo, error) {
 	if m.x == nil || p.MaxMS <= 0 {
 		return nil, nil
 	}
@@ -268,6 +273,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	var prev quietSnap
 	var probeAt time.Time
 	probeEvery := time.Millisecond
+	var frameAt time.Time // when the browser answered; zero: not (yet)
 	for {
 		s := x.dmg.snap()
 		now := time.Now()
@@ -283,13 +289,25 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 		default:
 			until = s.last.Add(quiet)
 		}
+		byFrame := false
+		if !frameAt.IsZero() && !until.IsZero() {
+			fu := frameAt
+			if s.last.After(fu) {
+				fu = s.last
+			}
+			if fu = fu.Add(frameQuiet); !now.Before(fu) {
+				until, byFrame = time.Time{}, true
+			} else if fu.Before(until) {
+				until = fu
+			}
+		}
 		if !until.IsZero() && !now.Before(ceiling) {
 			info.Damaged, info.TimedOut = damaged, damaged
 			break
 		}
 		if until.IsZero() {
 			if confirmed {
-				info.Damaged = damaged
+				info.Damaged, info.Frame = damaged, byFrame
 				break
 			}
 			if err := d.barrierOn(ctx, x); err != nil {
@@ -334,6 +352,11 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 				<-timer.C
 			}
 		case <-timer.C:
+		case frameAt = <-frame:
+			frame = nil
+			if !timer.Stop() {
+				<-timer.C
+			}
 		case <-x.dead:
 			return nil, displayErr("x server %s: connection lost while settling", d.name)
 		case <-ctx.Done():

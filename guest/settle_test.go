@@ -32,7 +32,8 @@ func stepShot(t testing.TB, d *desk, a aci.Action, have string) *wire.Shot {
 // screen settles on; when nothing was drawn the step says so and answers
 // not_modified. The test never waits on its own: the step's settle is all.
 // It runs with the damage windows alone and with the idle settle, which must
-// end early on most steps and still return the frame the screen settles on.
+// end early on most steps and still return the frame the screen settles on;
+// in Chromium most steps must end on the browser's frames.
 func TestStepFrameShowsTheAction(t *testing.T) {
 	for _, mode := range []string{"damage", "idle"} {
 		t.Run(mode, func(t *testing.T) { stepFrameShowsTheAction(t, mode == "idle") })
@@ -44,7 +45,7 @@ func stepFrameShowsTheAction(t *testing.T, idle bool) {
 		t.Run(app.app, func(t *testing.T) {
 			d := appDeskIdle(t, idle)
 			win := launchApp(t, d, app)
-			drew, idled := 0, 0
+			drew, idled, framed := 0, 0, 0
 			for _, aa := range app.acts {
 				t.Run(aa.name, func(t *testing.T) {
 					// The frame before the action: quiet long enough that an
@@ -58,6 +59,12 @@ func stepFrameShowsTheAction(t *testing.T, idle bool) {
 					t.Logf("settle %+v", st)
 					if st.Idle {
 						idled++
+					}
+					if st.Frame {
+						framed++
+					}
+					if st.Frame && !app.frames {
+						t.Errorf("settle got %+v; ended on frames, yet %s answers for none", st, app.app)
 					}
 					if st.Idle && !idle {
 						t.Errorf("settle got %+v; idle without SettleIdle", st)
@@ -87,6 +94,9 @@ func stepFrameShowsTheAction(t *testing.T, idle bool) {
 			}
 			if drew == 0 {
 				t.Errorf("no action made %s redraw; the test drives nothing", app.app)
+			}
+			if app.frames && framed*2 < len(app.acts) {
+				t.Errorf("%d of %d steps ended on the app's frames; want most", framed, len(app.acts))
 			}
 			if idle && !app.busy && idled*2 < len(app.acts) {
 				t.Errorf("%d of %d steps settled idle; want most: the idle settle does not see the desktop go quiet", idled, len(app.acts))
