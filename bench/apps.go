@@ -110,13 +110,15 @@ type ExecStats struct {
 }
 
 // SettleMix counts how a sample of observations settled (aci.SettleInfo):
-// Idle ended early because the desktop had gone idle, Damaged once the
+// Idle ended early because the desktop had gone idle, Frame on the
+// browser's answer that the frame after the action was drawn, Damaged once the
 // screen stayed quiet for quiet_ms after changing, Quiet once first_ms
 // passed without a change, TimedOut at the ceiling with the screen still
 // changing; None were not settled.
 type SettleMix struct {
 	N        int `json:"n"`
 	Idle     int `json:"idle"`
+	Frame    int `json:"frame"`
 	Damaged  int `json:"damaged_window"`
 	Quiet    int `json:"no_damage"`
 	TimedOut int `json:"timed_out"`
@@ -133,6 +135,8 @@ func (m *SettleMix) Add(s *aci.SettleInfo) {
 		m.TimedOut++
 	case s.Idle:
 		m.Idle++
+	case s.Frame:
+		m.Frame++
 	case s.Damaged:
 		m.Damaged++
 	default:
@@ -148,14 +152,14 @@ func (m SettleMix) Frac(count int) float64 {
 	return float64(count) / float64(m.N)
 }
 
-// String renders the mix as percentages, e.g. "idle 80% / damaged 15% /
-// quiet 0% / timed out 5%".
+// String renders the mix as percentages, e.g. "idle 80% / frame 0% /
+// damaged 15% / quiet 0% / timed out 5%".
 func (m SettleMix) String() string {
 	if m.N == 0 {
 		return "-"
 	}
-	s := fmt.Sprintf("idle %.0f%% / damaged %.0f%% / quiet %.0f%% / timed out %.0f%%",
-		100*m.Frac(m.Idle), 100*m.Frac(m.Damaged), 100*m.Frac(m.Quiet), 100*m.Frac(m.TimedOut))
+	s := fmt.Sprintf("idle %.0f%% / frame %.0f%% / damaged %.0f%% / quiet %.0f%% / timed out %.0f%%",
+		100*m.Frac(m.Idle), 100*m.Frac(m.Frame), 100*m.Frac(m.Damaged), 100*m.Frac(m.Quiet), 100*m.Frac(m.TimedOut))
 	if m.None > 0 {
 		s += fmt.Sprintf(" / unsettled %.0f%%", 100*m.Frac(m.None))
 	}

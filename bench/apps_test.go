@@ -15,15 +15,15 @@ func TestSettleMix(t *testing.T) {
 	}
 	for _, s := range []*aci.SettleInfo{
 		{Idle: true}, {Idle: true, Damaged: true}, {Damaged: true}, {}, {Damaged: true, TimedOut: true}, nil,
-		{Idle: true}, {Damaged: true},
+		{Idle: true}, {Damaged: true}, {Frame: true, Damaged: true},
 	} {
 		m.Add(s)
 	}
-	want := SettleMix{N: 8, Idle: 3, Damaged: 2, Quiet: 1, TimedOut: 1, None: 1}
+	want := SettleMix{N: 9, Idle: 3, Frame: 1, Damaged: 2, Quiet: 1, TimedOut: 1, None: 1}
 	if m != want {
 		t.Fatalf("mix %+v, want %+v", m, want)
 	}
-	if got := m.String(); got != "idle 38% / damaged 25% / quiet 12% / timed out 12% / unsettled 12%" {
+	if got := m.String(); got != "idle 33% / frame 11% / damaged 22% / quiet 11% / timed out 11% / unsettled 11%" {
 		t.Fatalf("String() = %q", got)
 	}
 }
