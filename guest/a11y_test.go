@@ -180,6 +180,12 @@ func TestA11yShippedApps(t *testing.T) {
 		// The browser's own controls and the page's, in one tree.
 		{app: "chromium", args: []string{chromiumPage}, name: "Chromium", quit: "ctrl+shift+q",
 			want: [][2]string{{"entry", "Address and search bar"}, {"push button", "Reload"}, {"document web", ""}, {"push button", "press"}, {"page tab list", ""}}},
+		// LibreOffice: the grid manages its million cells (its children are
+		// not read).
+		{app: "libreoffice", args: []string{"--calc"}, name: "soffice",
+			want: [][2]string{{"menu", "Format"}, {"table", "Sheet Sheet1"}, {"page tab", "Sheet1"}, {"push button", "Save"}}},
+		{app: "libreoffice", args: []string{"--writer"}, name: "soffice",
+			want: [][2]string{{"menu", "Format"}, {"push button", "Save"}, {"document text", ""}}},
 	} {
 		t.Run(c.app, func(t *testing.T) {
 			launch(t, d, c.app, c.args...)

@@ -29,24 +29,25 @@ const (
 
 // AT-SPI state bits (AtspiStateType).
 const (
-	stActive     = 1
-	stChecked    = 4
-	stCollapsed  = 5
-	stDefunct    = 6
-	stEditable   = 7
-	stEnabled    = 8
-	stExpandable = 9
-	stExpanded   = 10
-	stFocusable  = 11
-	stFocused    = 12
-	stModal      = 16
-	stPressed    = 20
-	stSelected   = 23
-	stSensitive  = 24
-	stShowing    = 25
-	stVisible    = 30
-	stCheckable  = 41
-	stReadOnly   = 43
+	stActive             = 1
+	stChecked            = 4
+	stCollapsed          = 5
+	stDefunct            = 6
+	stEditable           = 7
+	stEnabled            = 8
+	stExpandable         = 9
+	stExpanded           = 10
+	stFocusable          = 11
+	stFocused            = 12
+	stModal              = 16
+	stPressed            = 20
+	stSelected           = 23
+	stSensitive          = 24
+	stShowing            = 25
+	stVisible            = 30
+	stManagesDescendants = 31
+	stCheckable          = 41
+	stReadOnly           = 43
 )
 
 // stateBits is a node's state set: two 32-bit words as AT-SPI sends them.

@@ -71,6 +71,19 @@ type node struct {
 
 func (n *node) showing() bool { return n.states.has(stShowing) && !n.states.has(stDefunct) }
 
+// unlisted reports whether a node's children are not read: it has more
+// than maxKids, or it manages its descendants (creates them when asked) and
+// has more than a walk reads of one node. A spreadsheet's grid is such a
+// node: LibreOffice would create its million cells and stop answering
+// meanwhile. A GTK tree view manages its descendants too, a few rows of
+// them: those are read. The node itself is listed.
+func (w *walker) unlisted(n *node) bool {
+	return n.nkids > maxKids || n.states.has(stManagesDescendants) && n.nkids > w.caps.MaxChildren
+}
+
+// maxKids bounds the children a node may have and still be read.
+const maxKids = 5000
+
 // roleNames caches AT-SPI role numbers to names (GetRoleName), which do not
 // change.
 type roleNames struct {
@@ -133,12 +146,18 @@ func (w *walker) calls(ctx context.Context, r objRef, ps []pending) error {
 		}
 		sent[i] = obj.GoWithContext(ctx, p.method, 0, ch, p.args...)
 	}
+	// Every call reports on ch (its Done) once it ends, in any order: wait
+	// for them all before reading any.
+	for _, c := range sent {
+		if c != nil {
+			<-ch
+		}
+	}
 	var first error
 	for i, c := range sent {
 		if c == nil {
 			continue
 		}
-		<-c.Done
 		err := c.Err
 		if err == nil && len(ps[i].out) > 0 {
 			err = c.Store(ps[i].out...)
@@ -212,7 +231,7 @@ func (w *walker) read(ctx context.Context, r objRef, parent, depth int) (*node, 
 	textual := n.ifaces&hasText != 0 && (n.states.has(stEditable) || role == roleText || role == roleTerminal || role == roleEntry)
 	err = w.calls(ctx, r, []pending{
 		{method: ifAccessible + ".GetRoleName", out: []any{&gotRole}, skip: known},
-		{method: ifAccessible + ".GetChildren", out: []any{&kids}, skip: n.nkids == 0},
+		{method: ifAccessible + ".GetChildren", out: []any{&kids}, skip: n.nkids == 0 || w.unlisted(n)},
 		{method: ifComponent + ".GetExtents", args: []any{coordScreen}, out: []any{&ext}, skip: n.ifaces&hasComponent == 0},
 		{method: ifAction + ".GetActions", out: []any{&acts}, skip: n.ifaces&hasAction == 0},
 		{method: ifProperties + ".Get", args: []any{ifValue, "CurrentValue"}, out: []any{&value}, skip: n.ifaces&hasValue == 0},

@@ -80,3 +80,4 @@ func TestWalkCaps(t *testing.T) {
 		}
 	}
 }
+
