@@ -80,4 +80,3 @@ func TestWalkCaps(t *testing.T) {
 		}
 	}
 }
-
