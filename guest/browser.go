@@ -3,6 +3,8 @@ package guest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,7 +145,7 @@ func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-ch
 	attach = func(pid int, exited <-chan struct{}) {
 		cmdR.Close()
 		respW.Close()
-		conn := chromedp.NewPipeConn(respR, cmdW)
+		conn := chromedp.NewPipeConn(&boundedMessages{r: respR, max: maxDevToolsMessage}, cmdW)
 		actx, acancel := chromedp.NewAllocatorContext(context.Background(), pipeAllocator{conn})
 		tctx, tcancel := chromedp.NewContext(actx)
 		bc := &browserConn{pid: pid, exited: exited, root: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
@@ -214,6 +216,44 @@ func attachTab(root context.Context) (context.Context, error) {
 	}
 	return nil, err
 }
+
+// maxDevToolsMessage bounds one message read from Chromium's DevTools pipe.
+// guestd asks for small answers (a page's load, two frames); the agent, who
+// runs as Chromium's user, can open the pipe through /proc and write to it
+// what it likes, and chromedp reads a message up to its terminating zero
+// byte however long it is.
+const maxDevToolsMessage = 8 << 20
+
+// errDevToolsMessage ends the DevTools connection on a message past the
+// bound: the browser is then gone for guestd (its pipe closes and Chromium
+// exits), the agent's own loss.
+var errDevToolsMessage = errors.New("browser: a DevTools message exceeds 8 MiB")
+
+// boundedMessages reads the DevTools pipe and fails once the bytes since the
+// last zero byte (one message) pass max.
+type boundedMessages struct {
+	r   io.ReadCloser
+	max int
+	n   int // bytes of the current message so far
+}
+
+func (b *boundedMessages) Read(p []byte) (int, error) {
+	if b.n > b.max {
+		return 0, errDevToolsMessage
+	}
+	k, err := b.r.Read(p)
+	if i := bytes.LastIndexByte(p[:k], 0); i >= 0 {
+		b.n = k - i - 1
+	} else {
+		b.n += k
+	}
+	if b.n > b.max {
+		return 0, errDevToolsMessage
+	}
+	return k, err
+}
+
+func (b *boundedMessages) Close() error { return b.r.Close() }
 
 // pipeAllocator hands chromedp the browser at the other end of a pipe that
 // guestd started it with.

@@ -1,8 +1,10 @@
 package guest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"net"
 	"net/http"
 	"os/exec"
@@ -142,4 +144,41 @@ func diffBox(a, b *wire.Shot) string {
 		}
 	}
 	return fmt.Sprintf("%d px in (%d,%d)-(%d,%d)", n, x0, y0, x1, y1)
+}
+
+// TestBrowserPipeFloodEndsOnlyTheBrowser: the agent runs as Chromium's user
+// and can open Chromium's DevTools pipe through /proc; a message without
+// end written into it ends guestd's connection to that browser at the
+// bound, and guestd goes on serving (a screenshot; browser open answers a
+// typed error).
+func TestBrowserPipeFloodEndsOnlyTheBrowser(t *testing.T) {
+	needChromium(t)
+	d := startDesk(t, 1024, 700, "openbox")
+	res := act(t, d, aci.Action{Verb: aci.LaunchApp, App: "chromium"})
+	if res.WindowID == 0 {
+		awaitWindow(t, d, res.PID, 60*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := d.cl.Browser(ctx, wire.BrowserArgs{Open: []string{"data:text/html,<p>hi"}}); err != nil {
+		t.Fatalf("browser open before the flood: %v", err)
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/4", res.PID), os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("Chromium's DevTools pipe is out of reach here: %v", err)
+	}
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for i := 0; i < 10; i++ { // 10 MiB, no zero byte; the writes fail once guestd closes its end
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	if _, err := d.cl.Screenshot(ctx, wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatPNG}}); err != nil {
+		t.Fatalf("screenshot after the flood: %v", err)
+	}
+	_, err = d.cl.Browser(ctx, wire.BrowserArgs{Open: []string{"data:text/html,<p>again"}})
+	if c := aci.CodeOf(err); c != aci.CodeInvalidAction && c != aci.CodeInternal {
+		t.Fatalf("browser open after the flood: %v; want the browser gone (invalid_action) or its connection failed (internal)", err)
+	}
 }
