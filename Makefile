@@ -13,10 +13,11 @@ TEST_FLAGS  ?= -count=1 -timeout 25m -p 1
 # scrot), the Python client's dependencies, debootstrap for the image, the
 # session and accessibility buses (dbus, at-spi2-core, the GTK bridges,
 # nss_wrapper), Chromium (sandboxed browser tasks and the web UI's browser
-# tests) and LibreOffice Calc and Writer.
+# tests), LibreOffice Calc and Writer, and pdftotext (poppler-utils) for the
+# verifier library's pdftext op.
 DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator mupdf feh dbus at-spi2-core libatk-adaptor libgail-common libnss-wrapper \
                fonts-dejavu-core python3-msgpack python3-numpy python3-pil python3-pytest \
-               debootstrap chromium libreoffice-calc libreoffice-writer libreoffice-gtk3
+               debootstrap chromium libreoffice-calc libreoffice-writer libreoffice-gtk3 poppler-utils
 GO_BINS     := envserver guestd rollout bench
 
 .PHONY: help deps build run test test-go test-race-core test-python test-race bench bench-quick fuzz lint image clean

@@ -64,6 +64,7 @@ var checkOps = []string{
 	"absent PATH   succeeds iff nothing is at PATH",
 	"cells PATH    the non-empty cells of a spreadsheet (.fods, .ods), one a line: SHEET, REF, VALUE, FORMULA, TYPE, PROPS",
 	"paras PATH    the paragraphs of a text document (.fodt, .odt), one a line: h|p, LEVEL|STYLE, PROPS, TEXT",
+	"pdftext PATH  the text of a PDF, in reading order (pdftotext)",
 }
 
 // CheckMain is `guestd check ARGS...`: it runs one op with $AGENT_HOME as
@@ -123,8 +124,10 @@ func checkOp(op, path, anchor string, w *bufio.Writer) error {
 	case "read", "list", "type", "mode", "file", "dir", "absent":
 	case "cells", "paras":
 		return checkDoc(op, path, anchor, w)
+	case "pdftext":
+		return checkPDF(path, anchor, w)
 	default:
-		return failf(CheckUsage, "unknown op (want read, list, type, mode, file, dir, absent, cells or paras)")
+		return failf(CheckUsage, "unknown op (want read, list, type, mode, file, dir, absent, cells, paras or pdftext)")
 	}
 	if !filepath.IsAbs(path) {
 		return failf(CheckUsage, "the path must be absolute")
@@ -377,6 +380,7 @@ sk_is_dir() { "$SK_GUESTD" check dir "$@"; }
 sk_absent() { "$SK_GUESTD" check absent "$@"; }
 sk_cells() { "$SK_GUESTD" check cells "$@"; }
 sk_paras() { "$SK_GUESTD" check paras "$@"; }
+sk_pdftext() { "$SK_GUESTD" check pdftext "$@"; }
 sk_text_is() { _sk_text=$(sk_read "$1") && [ "$_sk_text" = "$2" ]; }
 sk_mode_has() { _sk_mode=$(sk_mode "$1") && [ $((0$_sk_mode & $2)) -eq $(($2)) ]; }
 `
