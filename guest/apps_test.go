@@ -46,6 +46,11 @@ type shippedApp struct {
 	// frames: the app answers for its frames (Chromium over DevTools), so
 	// most of its steps end on that answer (info.settle.frame).
 	frames bool
+	// probe, when set, is an action the app draws in answer to once it
+	// takes input: LibreOffice maps its window long before that on a
+	// fresh profile and a loaded host.
+	// Probe i alternates between two actions that draw differently.
+	probe func(w aci.Window, i int) aci.Action
 }
 
 func at(w aci.Window, fx, fy float64) *aci.Target {
@@ -118,6 +123,9 @@ func shippedApps() []shippedApp {
 				}, undo: escape},
 			}},
 		{app: "libreoffice", args: []string{"--calc"}, busy: true,
+			probe: func(w aci.Window, i int) aci.Action { // two cells
+				return aci.Action{Verb: aci.Click, Target: at(w, 0.5+0.1*float64(i%2), 0.6)}
+			},
 			acts: []appAction{
 				{name: "click", act: func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: at(w, 0.3, 0.5)} },
 					alt: func(w aci.Window) aci.Action { return aci.Action{Verb: aci.Click, Target: at(w, 0.4, 0.5)} }}, // two cells
@@ -227,11 +235,28 @@ func launchApp(t testing.TB, d *desk, app shippedApp) aci.Window {
 	if win.ID == 0 {
 		t.Fatalf("list_windows: launched window %d missing from %+v", res.WindowID, ws.Windows)
 	}
+	if app.probe != nil {
+		awaitInput(t, d, func(i int) aci.Action { return app.probe(win, i) })
+	}
 	for _, a := range app.setup {
 		act(t, d, a)
 	}
 	settled(t, d, &aci.Settle{QuietMS: 300, MaxMS: 5000})
 	return win
+}
+
+// awaitInput takes settled steps of probe(0), probe(1), ... until one's
+// frame changes in answer: the app takes input. (A probe the app takes late
+// is drawn before the next one's step; the next one draws anew.)
+func awaitInput(t testing.TB, d *desk, probe func(i int) aci.Action) {
+	t.Helper()
+	for i := 0; i < 30; i++ {
+		pre := settled(t, d, &aci.Settle{QuietMS: 300, MaxMS: 5000})
+		if got := stepShot(t, d, probe(i), pre.Hash); !got.NotModified && got.Hash != pre.Hash {
+			return
+		}
+	}
+	t.Fatal("the app drew nothing in answer to 30 probes; it takes no input")
 }
 
 // settled observes once the screen has been quiet for s.QuietMS.
