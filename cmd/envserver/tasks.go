@@ -20,12 +20,16 @@ import (
 	"github.com/shinken-rl/shinken/internal/atomicfile"
 )
 
-// tasksMain is `envserver tasks check|count`: the task checker
-// (docs/tasks.md, "The task checker") on real sandboxes, and a count of
-// each family's distinct instances.
+// tasksMain is `envserver tasks check|count|import-osworld`: the task
+// checker (docs/tasks.md, "The task checker") on real sandboxes, a count
+// of each family's distinct instances, and the OSWorld importer
+// (docs/osworld.md).
 func tasksMain(args []string) int {
+	if len(args) > 0 && args[0] == "import-osworld" {
+		return importOSWorldMain(args[1:])
+	}
 	if len(args) == 0 || (args[0] != "check" && args[0] != "count") {
-		fmt.Fprintln(os.Stderr, "usage: envserver tasks check [--family F]... [--seeds N] [--pool P] [--provider process|docker] [--tasks DIR]\n       envserver tasks count [--seeds N] [--tasks DIR]")
+		fmt.Fprintln(os.Stderr, "usage: envserver tasks check [--family F]... [--seeds N] [--pool P] [--provider process|docker] [--tasks DIR]\n       envserver tasks count [--seeds N] [--tasks DIR]\n       envserver tasks import-osworld EXAMPLES_DIR --out DIR [--cache DIR] [--only test_all.json] [--json]")
 		return 2
 	}
 	fs := flag.NewFlagSet("tasks "+args[0], flag.ExitOnError)
@@ -154,6 +158,50 @@ func countMain(dir string, n int) int {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", id, strings.Join(ts[id].Apps, ","), d, n)
 	}
 	tw.Flush()
+	return 0
+}
+
+// importOSWorldMain is `envserver tasks import-osworld EXAMPLES_DIR`: it
+// converts OSWorld's tasks into fixed-instance tasks under --out and
+// prints the report (docs/osworld.md).
+func importOSWorldMain(args []string) int {
+	fs := flag.NewFlagSet("tasks import-osworld", flag.ExitOnError)
+	cache := fs.String("cache", "", "directory of the files OSWorld downloads (docs/osworld.md, \"The cache\")")
+	out := fs.String("out", "", "task directory to write the imported tasks to (default: none, a dry run)")
+	only := fs.String("only", "", "read only the tasks this list names (OSWorld's test_all.json)")
+	jsonOut := fs.Bool("json", false, "print the report as one JSON object")
+	// The examples directory may come before the flags.
+	var dir string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		dir, args = args[0], args[1:]
+	}
+	_ = fs.Parse(args)
+	if dir == "" && fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	} else if dir == "" || fs.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: envserver tasks import-osworld EXAMPLES_DIR --out DIR [--cache DIR] [--only test_all.json] [--json]")
+		return 2
+	}
+	opt := configs.OSWorldOptions{Examples: dir, Cache: *cache, Out: *out}
+	if *only != "" {
+		m, err := configs.LoadOSWorldList(*only)
+		if err != nil {
+			log.Printf("envserver tasks import-osworld: %v", err)
+			return 1
+		}
+		opt.Only = m
+	}
+	rep, err := configs.ImportOSWorld(opt)
+	if err != nil {
+		log.Printf("envserver tasks import-osworld: %v", err)
+		return 1
+	}
+	if *jsonOut {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Println(string(b))
+	} else {
+		rep.WriteText(os.Stdout)
+	}
 	return 0
 }
 

@@ -1,0 +1,348 @@
+# The OSWorld metric library (docs/osworld.md): the importer puts this file
+# into every imported task's verifier, followed by the task's evaluator spec.
+# It scores what OSWorld's evaluator would, from the frozen sandbox: getters
+# fetch the states (the agent's files through the verifier library's safe
+# reader, $SK_GUESTD check read; commands bounded in time and output; the
+# expected files the importer embedded), metrics compare them, and conj
+# combines several metrics. It prints exactly one number.
+import base64
+import difflib
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+MAX_BYTES = 1 << 20  # the most a getter returns (the safe reader's bound)
+CMD_SECONDS = float(os.environ.get("SK_OSWORLD_CMD_SECONDS", "20"))  # a command getter's time (tests shorten it)
+
+
+class Missing(Exception):
+    """A getter could not produce its state (OSWorld: FileNotFoundError)."""
+
+
+_n = [0]
+
+
+def _local(name, data):
+    # A getter hands a metric a path, as OSWorld's do: a file in the
+    # verifier's own directory, never the agent's.
+    _n[0] += 1
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(name or "file"))[:80]
+    p = os.path.join(os.getcwd(), "osw_%d_%s" % (_n[0], base))
+    with open(p, "wb") as f:
+        f.write(data)
+    return p
+
+
+def agent_path(p):
+    # The importer writes the agent's paths as ~/REST.
+    if p == "~":
+        return os.environ["AGENT_HOME"]
+    if p.startswith("~/"):
+        return os.path.join(os.environ["AGENT_HOME"], p[2:])
+    raise Missing("not a path in the agent's home: %r" % p)
+
+
+def read_agent(p):
+    """The bytes of the agent's regular file p, or None: the safe reader
+    refuses a link, a FIFO, a directory, a file over its bound."""
+    g = os.environ.get("SK_GUESTD", "")
+    try:
+        r = subprocess.run([g, "check", "read", agent_path(p)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=CMD_SECONDS)
+    except (OSError, subprocess.SubprocessError, Missing):
+        return None
+    if r.returncode != 0 or len(r.stdout) > MAX_BYTES:
+        return None
+    return r.stdout
+
+
+def _files(cfg):
+    if cfg.get("multi"):
+        return list(cfg["path"]), list(cfg.get("dest") or cfg["path"])
+    return [cfg["path"]], [cfg.get("dest") or cfg["path"]]
+
+
+def _gives(cfg, out):
+    gives = set(cfg.get("gives", [0]))
+    got = [p for i, p in enumerate(out) if i in gives]
+    return got[0] if len(got) == 1 else got
+
+
+def get_vm_file(cfg):
+    paths, dests = _files(cfg)
+    out = []
+    for p, d in zip(paths, dests):
+        b = read_agent(p)
+        out.append(None if b is None else _local(d, b))
+    return _gives(cfg, out)
+
+
+def get_cloud_file(cfg):
+    paths, dests = _files(cfg)
+    out = []
+    for p, d in zip(paths, dests):
+        f = SPEC["files"][p]
+        b = base64.b64decode(f["b64"])
+        if hashlib.sha256(b).hexdigest() != f["sha256"]:
+            raise RuntimeError("embedded file %s does not match its sha256" % d)
+        out.append(_local(d, b))
+    return _gives(cfg, out)
+
+
+def get_rule(cfg):
+    return cfg["rules"]
+
+
+def run_bounded(cmd):
+    """stdout of sh -c cmd, run as the verifier in its own directory, or
+    None if it runs past CMD_SECONDS or writes more than MAX_BYTES."""
+    try:
+        p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+    killed = []
+
+    def kill():
+        killed.append(1)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    t = threading.Timer(CMD_SECONDS, kill)
+    t.start()
+    buf = bytearray()
+    try:
+        while True:
+            chunk = p.stdout.read1(65536)
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > MAX_BYTES:
+                kill()
+                break
+    finally:
+        p.stdout.close()
+        p.wait()
+        t.cancel()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # what it left running
+        except OSError:
+            pass
+    if killed:
+        return None
+    return buf.decode("utf-8", "replace")
+
+
+def get_vm_command_line(cfg):
+    return run_bounded(cfg["command"])
+
+
+GETTERS = {
+    "vm_file": get_vm_file,
+    "cloud_file": get_cloud_file,
+    "rule": get_rule,
+    "vm_command_line": get_vm_command_line,
+}
+
+
+def _text(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def exact_match(result, rules):
+    return 1.0 if result == rules["expected"] else 0.0
+
+
+def check_include_exclude(result, rules):
+    if result is None:
+        return 0.0
+    inc, exc = rules.get("include", []), rules.get("exclude", [])
+    return 1.0 if all(r in result for r in inc) and all(r not in result for r in exc) else 0.0
+
+
+def is_in_list(result, rules):
+    return 1.0 if rules["expected"] in result else 0.0
+
+
+def literal_match(result, expected, **options):
+    kind = options.get("type", "str")
+    fold = options.get("ignore_case", False)
+    if kind == "str":
+        a, b = str(result), str(expected)
+        return float(a.lower() == b.lower() if fold else a == b)
+    if kind == "list":
+        if not isinstance(result, (list, tuple)) or not isinstance(expected, (list, tuple)) or len(result) != len(expected):
+            return 0.0
+        a = [str(s).lower() if fold else str(s) for s in result]
+        b = [str(s).lower() if fold else str(s) for s in expected]
+        return float(a == b)
+    raise ValueError("literal_match: type %r" % kind)
+
+
+def _lcs(a, b):
+    if len(a) < len(b):
+        a, b = b, a
+    prev = [0] * (len(b) + 1)
+    for ca in a:
+        cur = [0]
+        for j, cb in enumerate(b):
+            cur.append(prev[j] + 1 if ca == cb else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def fuzzy_match(result, rules):
+    # The normalized indel similarity (OSWorld's fuzz.ratio / 100): twice
+    # the longest common subsequence over the total length.
+    a, b = str(result), str(rules["expected"])
+    if not a and not b:
+        return 1.0
+    if len(a) * len(b) > 25_000_000:
+        return 0.0
+    return 2.0 * _lcs(a, b) / (len(a) + len(b))
+
+
+def check_direct_json_object(result, rules):
+    try:
+        if isinstance(result, str):
+            result = json.loads(result.strip().replace("'", '"'))
+        if result is None:
+            return 0.0
+        exp = rules["expected"]
+        if not rules.get("expect_in_result", False):
+            return 1.0 if all(exp.get(k) == result.get(k) for k in exp) else 0.0
+        for k, v in exp.items():
+            got = result.get(k)
+            if isinstance(v, list):
+                if not (isinstance(got, list) and any(x in got for x in v)):
+                    return 0.0
+            elif isinstance(v, str):
+                if v not in got:
+                    return 0.0
+            else:
+                return 0.0
+        return 1.0
+    except Exception:
+        return 0.0
+
+
+def compare_text_file(actual, expected, **options):
+    if not actual:
+        return 0.0
+    a, b = _text(actual), _text(expected)
+    if options.get("ignore_blanks", False):
+        a = re.sub(r"\s+", " ", re.sub(r"[\t\n]", " ", a).strip())
+        b = re.sub(r"\s+", " ", re.sub(r"[\t\n]", " ", b).strip())
+    if options.get("ignore_case", False):
+        a, b = a.lower(), b.lower()
+    return 1.0 if a == b else 0.0
+
+
+def diff_text_file(result, expect):
+    if result is None:
+        return 0.0
+    return difflib.SequenceMatcher(a=_text(result).splitlines(), b=_text(expect).splitlines()).ratio()
+
+
+def compare_csv(result, expected, **options):
+    if result is None:
+        return 0.0
+    a, b = _text(result).splitlines(), _text(expected).splitlines()
+    if not options.get("strict", True):
+        a, b = [x.strip() for x in a], [x.strip() for x in b]
+    if options.get("ignore_case", False):
+        a, b = [x.lower() for x in a], [x.lower() for x in b]
+    return float(a == b)
+
+
+def file_contains(path, config):
+    if not path:
+        return 0.0
+    t = _text(path)
+    return 1.0 if all(x in t for x in config["expected"]) else 0.0
+
+
+def check_list(result, rules):
+    if result is None:
+        return 0.0
+    want = [re.compile(p) for p in rules.get("expect", [])]
+    bad = [re.compile(p) for p in rules.get("unexpect", [])]
+    seen = [False] * len(want)
+    clean = True
+    for line in _text(result).splitlines(keepends=True):
+        for i, r in enumerate(want):
+            seen[i] = seen[i] or r.search(line) is not None
+        clean = clean and all(r.search(line) is None for r in bad)
+    return float(all(seen) and clean)
+
+
+METRICS = {
+    "exact_match": exact_match,
+    "check_include_exclude": check_include_exclude,
+    "is_in_list": is_in_list,
+    "literal_match": literal_match,
+    "fuzzy_match": fuzzy_match,
+    "check_direct_json_object": check_direct_json_object,
+    "compare_text_file": compare_text_file,
+    "diff_text_file": diff_text_file,
+    "compare_csv": compare_csv,
+    "file_contains": file_contains,
+    "check_list": check_list,
+}
+
+
+def _one(metric, result_cfg, expected_cfg, options):
+    try:
+        result = GETTERS[result_cfg["type"]](result_cfg)
+    except Missing:
+        return None
+    expected = GETTERS[expected_cfg["type"]](expected_cfg) if expected_cfg else None
+    try:
+        if expected is not None:
+            return float(METRICS[metric](result, expected, **options))
+        return float(METRICS[metric](result, **options))
+    except (OSError, TypeError, KeyError, ValueError, AttributeError, re.error):
+        # OSWorld's metric would raise on a missing or malformed state: the
+        # agent's work is wrong, not the scorer.
+        return 0.0
+
+
+def score(spec, ended):
+    """OSWorld's DesktopEnv.evaluate over the spec, with ended the way the
+    episode ended (done, fail, or empty when the budget ran out)."""
+    if spec["func"] == "infeasible":
+        return 1.0 if ended == "fail" else 0.0
+    if ended == "fail":
+        return 0.0
+    opts = spec.get("options") or {}
+    if isinstance(spec["func"], list):
+        conj = spec.get("conj", "and")
+        results = []
+        for i, m in enumerate(spec["func"]):
+            exp = spec.get("expected")
+            v = _one(m, spec["result"][i], exp[i] if exp else None, opts[i] if isinstance(opts, list) and i < len(opts) else {})
+            if v is None:
+                if conj == "and":
+                    return 0.0
+                v = 0.0
+            if conj == "and" and v == 0.0:
+                return 0.0
+            if conj == "or" and v == 1.0:
+                return 1.0
+            results.append(v)
+        return sum(results) / len(results) if conj == "and" else max(results)
+    v = _one(spec["func"], spec["result"], spec.get("expected"), opts)
+    return 0.0 if v is None else v
+
+
+def main():
+    v = score(SPEC, os.environ.get("SK_ENDED", ""))
+    v = min(1.0, max(0.0, v))
+    sys.stdout.write("%s\n" % ("1" if v == 1.0 else "0" if v == 0.0 else repr(v)))

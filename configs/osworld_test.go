@@ -1,0 +1,465 @@
+package configs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/shinken-rl/shinken/guest"
+)
+
+// The generated verifiers run here with Debian's python3, and read the
+// agent's files through the real verifier library: this test binary,
+// re-run as `guestd check`.
+func TestMain(m *testing.M) {
+	if os.Getenv("SK_TEST_AS_GUESTD") == "1" && len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(guest.CheckMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+const testPython = "/usr/bin/python3"
+
+// fakeGuestd is a script that runs this test binary as guestd.
+func fakeGuestd(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "guestd")
+	script := "#!/bin/sh\nSK_TEST_AS_GUESTD=1 exec " + ShellQuote(self) + " \"$@\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runSpec runs the verifier of spec (an evaluator spec as the importer
+// writes it) with home as the agent's home and ended as SK_ENDED.
+func runSpec(t *testing.T, spec map[string]any, home, ended string) string {
+	t.Helper()
+	if _, err := os.Stat(testPython); err != nil {
+		t.Skip("no " + testPython)
+	}
+	if spec["files"] == nil {
+		spec["files"] = map[string]any{}
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(testPython, filepath.Join(bin, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", osworldVerifier(b))
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "AGENT_HOME=" + home, "SK_GUESTD=" + fakeGuestd(t), "SK_ENDED=" + ended, "HOME=" + cmd.Dir, "SK_OSWORLD_CMD_SECONDS=3"}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("verifier: %v\n%s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+func rule(v any) map[string]any { return map[string]any{"type": "rule", "rules": v} }
+
+func cmdLine(c string) map[string]any { return map[string]any{"type": "vm_command_line", "command": c} }
+
+func vmFile(p string) map[string]any {
+	return map[string]any{"type": "vm_file", "path": p, "dest": "x"}
+}
+
+func cloud(name string, data []byte) (map[string]any, map[string]any) {
+	sum := sha256.Sum256(data)
+	url := "https://example.invalid/" + name
+	return map[string]any{"type": "cloud_file", "path": url, "dest": name},
+		map[string]any{url: map[string]string{"sha256": hex.EncodeToString(sum[:]), "b64": base64.StdEncoding.EncodeToString(data)}}
+}
+
+func TestOSWorldMetrics(t *testing.T) {
+	home := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(home, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.txt", "Hello World\nline two\n")
+	write("case.txt", "HELLO world\nLINE two\n")
+	write("list.txt", "alpha 1\nbeta 2\n")
+	write("table.csv", "name,qty\napple,3\n")
+	write("blanks.txt", "Hello   World line\ttwo")
+	goldText, goldFiles := cloud("gold.txt", []byte("Hello World\nline two\n"))
+	goldCSV, csvFiles := cloud("gold.csv", []byte("name,qty\napple,3\n"))
+
+	type c struct {
+		name  string
+		spec  map[string]any
+		ended string
+		want  string
+	}
+	cases := []c{
+		{"infeasible fail", map[string]any{"func": "infeasible"}, "fail", "1"},
+		{"infeasible done", map[string]any{"func": "infeasible"}, "done", "0"},
+		{"infeasible budget", map[string]any{"func": "infeasible"}, "", "0"},
+		{"fail scores 0", map[string]any{"func": "exact_match", "result": cmdLine("echo hi"), "expected": rule(map[string]any{"expected": "hi\n"})}, "fail", "0"},
+		{"exact_match", map[string]any{"func": "exact_match", "result": cmdLine("echo hi"), "expected": rule(map[string]any{"expected": "hi\n"})}, "done", "1"},
+		{"exact_match wrong", map[string]any{"func": "exact_match", "result": cmdLine("echo ho"), "expected": rule(map[string]any{"expected": "hi\n"})}, "done", "0"},
+		{"command sees the agent's home", map[string]any{"func": "exact_match", "result": cmdLine(`[ -f "$AGENT_HOME/a.txt" ] && echo yes`), "expected": rule(map[string]any{"expected": "yes\n"})}, "done", "1"},
+		{"command timeout", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo x; sleep 60"), "expected": rule(map[string]any{"include": []string{"x"}})}, "done", "0"},
+		{"command floods", map[string]any{"func": "check_include_exclude", "result": cmdLine("yes"), "expected": rule(map[string]any{"include": []string{"y"}})}, "done", "0"},
+		{"include_exclude", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo found spotify"), "expected": rule(map[string]any{"include": []string{"spotify"}, "exclude": []string{"not found"}})}, "done", "1"},
+		{"include_exclude excluded", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo spotify not found"), "expected": rule(map[string]any{"include": []string{"spotify"}, "exclude": []string{"not found"}})}, "done", "0"},
+		{"is_in_list", map[string]any{"func": "is_in_list", "result": rule([]string{"a", "b"}), "expected": rule(map[string]any{"expected": "b"})}, "done", "1"},
+		{"is_in_list absent", map[string]any{"func": "is_in_list", "result": rule([]string{"a", "b"}), "expected": rule(map[string]any{"expected": "c"})}, "done", "0"},
+		{"literal_match", map[string]any{"func": "literal_match", "result": cmdLine("printf ABC"), "expected": rule("abc"), "options": map[string]any{"ignore_case": true}}, "done", "1"},
+		{"literal_match case", map[string]any{"func": "literal_match", "result": cmdLine("printf ABC"), "expected": rule("abc")}, "done", "0"},
+		{"literal_match list", map[string]any{"func": "literal_match", "result": rule([]string{"a", "B"}), "expected": rule([]string{"a", "b"}), "options": map[string]any{"type": "list", "ignore_case": true}}, "done", "1"},
+		{"fuzzy_match exact", map[string]any{"func": "fuzzy_match", "result": cmdLine("printf kitten"), "expected": rule(map[string]any{"expected": "kitten"})}, "done", "1"},
+		// indel: LCS(kitten, sitting) = 4 ("ittn"): 8/13.
+		{"fuzzy_match partial", map[string]any{"func": "fuzzy_match", "result": cmdLine("printf kitten"), "expected": rule(map[string]any{"expected": "sitting"})}, "done", "0.6153846153846154"},
+		{"json object", map[string]any{"func": "check_direct_json_object", "result": cmdLine(`echo "{'a': 1, 'b': 'x'}"`), "expected": rule(map[string]any{"expected": map[string]any{"a": 1}})}, "done", "1"},
+		{"json object wrong", map[string]any{"func": "check_direct_json_object", "result": cmdLine(`echo '{"a": 2}'`), "expected": rule(map[string]any{"expected": map[string]any{"a": 1}})}, "done", "0"},
+		{"json object not json", map[string]any{"func": "check_direct_json_object", "result": cmdLine(`echo nope`), "expected": rule(map[string]any{"expected": map[string]any{"a": 1}})}, "done", "0"},
+		{"json object in result", map[string]any{"func": "check_direct_json_object", "result": cmdLine(`echo '{"a": ["x", "y"], "b": "hello"}'`), "expected": rule(map[string]any{"expect_in_result": true, "expected": map[string]any{"a": []string{"y"}, "b": "ell"}})}, "done", "1"},
+		{"compare_text_file", map[string]any{"func": "compare_text_file", "result": vmFile("~/a.txt"), "expected": goldText, "files": goldFiles}, "done", "1"},
+		{"compare_text_file case", map[string]any{"func": "compare_text_file", "result": vmFile("~/case.txt"), "expected": goldText, "files": goldFiles}, "done", "0"},
+		{"compare_text_file ignore_case", map[string]any{"func": "compare_text_file", "result": vmFile("~/case.txt"), "expected": goldText, "files": goldFiles, "options": map[string]any{"ignore_case": true}}, "done", "1"},
+		{"compare_text_file ignore_blanks", map[string]any{"func": "compare_text_file", "result": vmFile("~/blanks.txt"), "expected": goldText, "files": goldFiles, "options": map[string]any{"ignore_blanks": true}}, "done", "1"},
+		{"compare_text_file missing", map[string]any{"func": "compare_text_file", "result": vmFile("~/none.txt"), "expected": goldText, "files": goldFiles}, "done", "0"},
+		{"compare_csv", map[string]any{"func": "compare_csv", "result": vmFile("~/table.csv"), "expected": goldCSV, "files": csvFiles}, "done", "1"},
+		{"compare_csv wrong", map[string]any{"func": "compare_csv", "result": vmFile("~/list.txt"), "expected": goldCSV, "files": csvFiles}, "done", "0"},
+		{"diff_text_file", map[string]any{"func": "diff_text_file", "result": vmFile("~/a.txt"), "expected": goldText, "files": goldFiles}, "done", "1"},
+		{"diff_text_file half", map[string]any{"func": "diff_text_file", "result": vmFile("~/case.txt"), "expected": goldText, "files": goldFiles}, "done", "0"},
+		{"file_contains", map[string]any{"func": "file_contains", "result": vmFile("~/a.txt"), "expected": rule(map[string]any{"expected": []string{"World", "two"}})}, "done", "1"},
+		{"file_contains absent", map[string]any{"func": "file_contains", "result": vmFile("~/a.txt"), "expected": rule(map[string]any{"expected": []string{"three"}})}, "done", "0"},
+		{"check_list", map[string]any{"func": "check_list", "result": vmFile("~/list.txt"), "expected": rule(map[string]any{"expect": []string{`^beta \d`}, "unexpect": []string{"gamma"}})}, "done", "1"},
+		{"check_list unexpected", map[string]any{"func": "check_list", "result": vmFile("~/list.txt"), "expected": rule(map[string]any{"expect": []string{"beta"}, "unexpect": []string{"alpha"}})}, "done", "0"},
+		{"conj and", map[string]any{"func": []string{"exact_match", "is_in_list"}, "conj": "and",
+			"result": []any{cmdLine("echo hi"), rule([]string{"a"})}, "expected": []any{rule(map[string]any{"expected": "hi\n"}), rule(map[string]any{"expected": "a"})}}, "done", "1"},
+		{"conj and one fails", map[string]any{"func": []string{"exact_match", "is_in_list"}, "conj": "and",
+			"result": []any{cmdLine("echo hi"), rule([]string{"a"})}, "expected": []any{rule(map[string]any{"expected": "hi\n"}), rule(map[string]any{"expected": "z"})}}, "done", "0"},
+		{"conj or one passes", map[string]any{"func": []string{"exact_match", "is_in_list"}, "conj": "or",
+			"result": []any{cmdLine("echo ho"), rule([]string{"a"})}, "expected": []any{rule(map[string]any{"expected": "hi\n"}), rule(map[string]any{"expected": "a"})}}, "done", "1"},
+		{"conj or none", map[string]any{"func": []string{"exact_match", "is_in_list"}, "conj": "or",
+			"result": []any{cmdLine("echo ho"), rule([]string{"a"})}, "expected": []any{rule(map[string]any{"expected": "hi\n"}), rule(map[string]any{"expected": "z"})}}, "done", "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runSpec(t, tc.spec, home, tc.ended); got != tc.want {
+				t.Errorf("reward %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The vm_file getter reads through the safe reader: a link, a FIFO, a
+// directory or a file over its bound scores 0 and never hangs.
+func TestOSWorldVMFileHostile(t *testing.T) {
+	home := t.TempDir()
+	target := filepath.Join(t.TempDir(), "gold.txt")
+	if err := os.WriteFile(target, []byte("Hello World\nline two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(home, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(home, "fifo.txt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(home, "dir.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("Hello World\n"), (2<<20)/12)
+	if err := os.WriteFile(filepath.Join(home, "big.txt"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gold, files := cloud("gold.txt", []byte("Hello World\nline two\n"))
+	for _, name := range []string{"link.txt", "fifo.txt", "dir.txt", "big.txt"} {
+		for _, metric := range []string{"compare_text_file", "file_contains"} {
+			spec := map[string]any{"func": metric, "result": vmFile("~/" + name), "expected": gold, "files": files}
+			if metric == "file_contains" {
+				spec["expected"] = rule(map[string]any{"expected": []string{"Hello"}})
+			}
+			if got := runSpec(t, spec, home, "done"); got != "0" {
+				t.Errorf("%s on %s: reward %q, want 0", metric, name, got)
+			}
+		}
+	}
+	// The same file, regular, passes: the refusals above are the reader's.
+	if err := os.WriteFile(filepath.Join(home, "plain.txt"), []byte("Hello World\nline two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := runSpec(t, map[string]any{"func": "compare_text_file", "result": vmFile("~/plain.txt"), "expected": gold, "files": files}, home, "done"); got != "1" {
+		t.Errorf("plain file: reward %q, want 1", got)
+	}
+}
+
+// A cloud file whose embedded bytes do not match their hash fails the
+// verifier (a scorer error), never a reward.
+func TestOSWorldCloudFileHash(t *testing.T) {
+	gold, files := cloud("gold.txt", []byte("x"))
+	for _, f := range files {
+		f.(map[string]string)["b64"] = base64.StdEncoding.EncodeToString([]byte("y"))
+	}
+	spec := map[string]any{"func": "compare_text_file", "result": rule(nil), "expected": gold, "files": files}
+	b, _ := json.Marshal(spec)
+	cmd := exec.Command("/bin/sh", "-c", osworldVerifier(b))
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENT_HOME=" + t.TempDir(), "SK_ENDED=done"}
+	if out, err := cmd.Output(); err == nil {
+		t.Fatalf("verifier succeeded with %q on a tampered file", out)
+	}
+}
+
+func TestMapHomeInShell(t *testing.T) {
+	for _, c := range []struct{ in, v, want string }{
+		{"ls /home/user/Desktop", "HOME", `ls "$HOME"/Desktop`},
+		{"cat '/home/user/a b'", "HOME", `cat ''"$HOME"'/a b'`},
+		{`cat "/home/user/a b"`, "HOME", `cat "${HOME}/a b"`},
+		{"ls /home/users", "HOME", "ls /home/users"},
+		{"[ -d ~/Desktop/x ] && echo ok", "AGENT_HOME", `[ -d "$AGENT_HOME"/Desktop/x ] && echo ok`},
+		{"echo '~/x' a~b", "AGENT_HOME", "echo '~/x' a~b"},
+		{`echo \'/home/user`, "HOME", `echo \'"$HOME"`},
+	} {
+		if got := mapHomeInShell(c.in, c.v); got != c.want {
+			t.Errorf("mapHomeInShell(%q, %s) = %q, want %q", c.in, c.v, got, c.want)
+		}
+		// What sh makes of it: the home path, whatever the quoting.
+		if c.v == "HOME" && strings.Contains(c.in, "/home/user/") {
+			out, err := exec.Command("/bin/sh", "-c", "HOME=/h; set -- "+mapHomeInShell(c.in, c.v)+`; shift; printf '%s|' "$@"`).Output()
+			if err != nil || !strings.Contains(string(out), "/h/") {
+				t.Errorf("%q under sh: %q %v", c.in, out, err)
+			}
+		}
+	}
+}
+
+func TestShellPrograms(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"which spotify", "which", true},
+		{"export X=1\ngsettings get a b", "export gsettings", true},
+		{"echo 'password' | sudo -S mkdir ~/x", "echo sudo", true},
+		{"[ -f a ] && echo 'File exists.' || echo no", "[ echo echo", true},
+		{"A=1 B=2 ls -l; cd /tmp && cat x", "ls cd cat", true},
+		{"echo $(date)", "echo date", true},
+		{"for f in *; do echo $f; done", "", false},
+		{"echo `date`", "", false},
+		{"cat <<EOF\nx\nEOF", "", false},
+		{"echo 'unbalanced", "", false},
+		{"$CMD arg", "", false},
+	} {
+		got, ok := shellPrograms(c.in)
+		if ok != c.ok || (ok && strings.Join(got, " ") != c.want) {
+			t.Errorf("shellPrograms(%q) = %q %v, want %q %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestHomeRel(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"/home/user/Desktop/a.txt", "Desktop/a.txt", true},
+		{"/home/user", "", true},
+		{"~/x", "x", true},
+		{"/home/user/../etc/passwd", "", false},
+		{"/home/user/a/../../b", "", false},
+		{"/etc/passwd", "", false},
+		{"relative.txt", "", false},
+		{"/home/username/x", "", false},
+	} {
+		got, ok := homeRel(c.in)
+		if ok != c.ok || got != c.want {
+			t.Errorf("homeRel(%q) = %q %v, want %q %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestUUID5URL(t *testing.T) {
+	// uuid.uuid5(uuid.NAMESPACE_URL, "http://python.org/")
+	if got := uuid5URL("http://python.org/"); got != "4c565f0d-3f5a-5890-b41b-20cf47701c5e" {
+		t.Errorf("uuid5URL = %s", got)
+	}
+}
+
+// The importer over a small examples directory: what imports, each
+// refusal's reason, the cache and its hash, and that nothing is written
+// outside --out.
+func TestImportOSWorld(t *testing.T) {
+	ex, cache, out := t.TempDir(), t.TempDir(), t.TempDir()
+	put := func(dom, id string, task map[string]any) {
+		task["id"] = id
+		if task["instruction"] == nil {
+			task["instruction"] = "Do it in /home/user/Desktop."
+		}
+		b, _ := json.Marshal(task)
+		if err := os.MkdirAll(filepath.Join(ex, dom), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ex, dom, id+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	click := map[string]any{"type": "execute", "parameters": map[string]any{"command": []string{"python", "-c", "import pyautogui; import time; pyautogui.click(960, 540); time.sleep(0.5);"}}}
+	put("os", "ok-cmd", map[string]any{"related_apps": []string{"os"}, "config": []any{click,
+		map[string]any{"type": "execute", "parameters": map[string]any{"command": "mkdir -p /home/user/Desktop/a", "shell": true}},
+		map[string]any{"type": "activate_window", "parameters": map[string]any{"window_name": "x"}}},
+		"evaluator": map[string]any{"func": "exact_match", "result": cmdLine("[ -d /home/user/Desktop/b ] && echo yes"), "expected": rule(map[string]any{"expected": "yes\n"})}})
+	put("os", "infeasible", map[string]any{"related_apps": []string{"os"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
+	put("os", "sudo", map[string]any{"related_apps": []string{"os"}, "config": []any{},
+		"evaluator": map[string]any{"func": "exact_match", "result": cmdLine("echo password | sudo -S ls"), "expected": rule(map[string]any{"expected": "x"})}})
+	put("os", "metric", map[string]any{"related_apps": []string{"os"}, "config": []any{},
+		"evaluator": map[string]any{"func": "is_utc_0", "result": cmdLine("date")}})
+	put("os", "getter", map[string]any{"related_apps": []string{"os"}, "config": []any{},
+		"evaluator": map[string]any{"func": "exact_match", "result": map[string]any{"type": "vm_terminal_output"}, "expected": rule(map[string]any{"expected": "x"})}})
+	put("gimp", "app", map[string]any{"related_apps": []string{"gimp"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
+	put("chrome", "net", map[string]any{"related_apps": []string{"chrome"}, "config": []any{
+		map[string]any{"type": "chrome_open_tabs", "parameters": map[string]any{"urls_to_open": []string{"https://www.example.com/"}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
+	put("os", "pymod", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "execute", "parameters": map[string]any{"command": []string{"python", "-c", "import pptx; print(1)"}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
+	put("os", "post", map[string]any{"related_apps": []string{"os"}, "config": []any{},
+		"evaluator": map[string]any{"func": "exact_match", "postconfig": []any{click}, "result": cmdLine("echo"), "expected": rule(map[string]any{"expected": "x"})}})
+	put("os", "escape", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "download", "parameters": map[string]any{"files": []any{map[string]any{"url": "https://x.invalid/a.txt", "path": "/home/user/../../etc/a.txt"}}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
+	put("os", "nocache", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "download", "parameters": map[string]any{"files": []any{map[string]any{"url": "https://x.invalid/gone.txt", "path": "/home/user/gone.txt"}}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
+	// A download and a cloud file found in the cache, by task id and name.
+	if err := os.MkdirAll(filepath.Join(cache, "cached"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "cached", "notes.txt"), []byte("draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cache, "cached", "notes_gold.txt"), []byte("final\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	put("libreoffice_writer", "cached", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "download", "parameters": map[string]any{"files": []any{map[string]any{"url": "https://drive.invalid/download?id=1", "path": "/home/user/Desktop/notes.txt"}}}},
+		map[string]any{"type": "open", "parameters": map[string]any{"path": "/home/user/Desktop/notes.txt"}}},
+		"evaluator": map[string]any{"func": "compare_text_file", "result": map[string]any{"type": "vm_file", "path": "/home/user/Desktop/notes.txt", "dest": "notes.txt"},
+			"expected": map[string]any{"type": "cloud_file", "path": "https://drive.invalid/download?id=2", "dest": "notes_gold.txt"}}})
+	// An id that would climb out of --out.
+	put("os", "x", map[string]any{"related_apps": []string{"os"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
+	b, _ := os.ReadFile(filepath.Join(ex, "os", "x.json"))
+	b = bytes.Replace(b, []byte(`"id":"x"`), []byte(`"id":"../../evil"`), 1)
+	if err := os.WriteFile(filepath.Join(ex, "os", "x.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := ImportOSWorld(OSWorldOptions{Examples: ex, Cache: cache, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range rep.Tasks {
+		if e.Task != "" {
+			got[e.ID] = "imported"
+		} else {
+			got[e.ID] = e.Refused[0].String()
+		}
+	}
+	want := map[string]string{
+		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported",
+		"sudo": "missing_program sudo", "metric": "unsupported_metric is_utc_0", "getter": "unsupported_getter vm_terminal_output",
+		"app": "unsupported_app gimp", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
+		"post": "unsupported_config postconfig:execute", "escape": "outside_home /home/user/../../etc/a.txt",
+		"nocache": "missing_cache_file gone.txt",
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %q, want %q", id, got[id], w)
+		}
+	}
+	if rep.Imported != 4 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
+		t.Errorf("counts: %+v %+v", rep, rep.Domains["os"])
+	}
+	names, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(names) != 4 {
+		t.Errorf("written: %v", names)
+	}
+	if _, err := os.Stat(filepath.Join(out, "osworld-evil.json")); err != nil {
+		t.Errorf("the climbing id is not sanitized: %v", err)
+	}
+	ts, err := LoadTasks(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := ts["osworld-ok-cmd"]
+	if ok == nil || ok.Instruction != "Do it in ~/Desktop." || !ok.AllowShell || len(ok.InstanceSetup) != 1 || ok.InstanceSetup[0].Exec.Shell != `mkdir -p "$HOME"/Desktop/a` {
+		t.Errorf("ok-cmd: %+v", ok)
+	}
+	c := ts["osworld-cached"]
+	if c == nil || len(c.InstanceSetup) != 4 {
+		t.Fatalf("cached: %+v", c)
+	}
+	pf, sum := c.InstanceSetup[0].PutFile, sha256.Sum256([]byte("draft\n"))
+	if pf == nil || pf.Path != "~/Desktop/notes.txt" || !strings.Contains(c.InstanceSetup[1].Exec.Shell, hex.EncodeToString(sum[:])) {
+		t.Errorf("cached download: %+v %+v", pf, c.InstanceSetup[1].Exec)
+	}
+	if la := c.InstanceSetup[2].LaunchApp; la == nil || la.App != "mousepad" || la.Args[len(la.Args)-1] != "Desktop/notes.txt" {
+		t.Errorf("cached open: %+v", la)
+	}
+	// The download's hash check passes in a shell, and fails on other bytes.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "Desktop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Desktop", "notes.txt"), []byte("draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := exec.Command("/bin/sh", "-c", c.InstanceSetup[1].Exec.Shell)
+	check.Dir = dir
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("sha256 check: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Desktop", "notes.txt"), []byte("other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check = exec.Command("/bin/sh", "-c", c.InstanceSetup[1].Exec.Shell)
+	check.Dir = dir
+	if err := check.Run(); err == nil {
+		t.Error("sha256 check passed on other bytes")
+	}
+	// The cached task's verifier: the gold file came from the cache.
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "Desktop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]string{"final\n": "1", "draft\n": "0"} {
+		if err := os.WriteFile(filepath.Join(home, "Desktop", "notes.txt"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", c.Verifier.Shell)
+		cmd.Dir = t.TempDir()
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENT_HOME=" + home, "SK_GUESTD=" + fakeGuestd(t), "SK_ENDED=done"}
+		o, err := cmd.Output()
+		if err != nil || strings.TrimSpace(string(o)) != want {
+			t.Errorf("cached verifier on %q: %q %v, want %s", text, o, err, want)
+		}
+	}
+	var sb strings.Builder
+	rep.WriteText(&sb)
+	if !strings.Contains(sb.String(), "4 imported, 9 refused") {
+		t.Errorf("report:\n%s", sb.String())
+	}
+}
