@@ -102,6 +102,9 @@ type OSWorldDomain struct {
 	Tasks    int            `json:"tasks"`
 	Imported int            `json:"imported"`
 	Refused  map[string]int `json:"refused"`
+	// CacheOnly counts the refused tasks whose every reason is a missing
+	// cache file: what a full cache would import.
+	CacheOnly int `json:"cache_only"`
 }
 
 // OSWorldReport is the importer's report.
@@ -194,6 +197,13 @@ func ImportOSWorld(opt OSWorldOptions) (*OSWorldReport, error) {
 			rep.Imported++
 		} else {
 			d.Refused[e.Refused[0].Kind]++
+			only := true
+			for _, r := range e.Refused {
+				only = only && r.Kind == RefuseCacheFile
+			}
+			if only {
+				d.CacheOnly++
+			}
 			rep.Refused++
 			for _, r := range e.Refused {
 				rep.Reasons[r.String()]++
@@ -801,7 +811,7 @@ func (c *conv) getter(g map[string]any) map[string]any {
 	switch typ {
 	case "rule":
 	case "vm_file":
-		if t, _ := g["time_suffix"].(bool); t {
+		if truthy(g["time_suffix"]) {
 			c.e.refuse(RefuseGetter, "vm_file:time_suffix")
 		}
 		mapPath := func(v any) any {
@@ -824,7 +834,7 @@ func (c *conv) getter(g map[string]any) map[string]any {
 		}
 	case "cloud_file":
 		urls, dests := []any{g["path"]}, []any{g["dest"]}
-		if multi, _ := g["multi"].(bool); multi {
+		if truthy(g["multi"]) {
 			urls, _ = g["path"].([]any)
 			dests, _ = g["dest"].([]any)
 		}
@@ -866,6 +876,24 @@ func (c *conv) getter(g map[string]any) map[string]any {
 		c.e.refuse(RefuseGetter, typ)
 	}
 	return out
+}
+
+// truthy is Python's truth of a JSON value, as OSWorld's getters test
+// their flags (some tasks write "multi": "true").
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case float64:
+		return x != 0
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return false
 }
 
 // shellCommand is an OSWorld command (argv, or a shell string) as one
@@ -1173,7 +1201,7 @@ func (r *OSWorldReport) WriteText(w io.Writer) {
 	}
 	sort.Strings(ks)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "domain\ttasks\timported")
+	fmt.Fprintf(tw, "domain\ttasks\timported\tonly_cache")
 	for _, k := range ks {
 		fmt.Fprintf(tw, "\t%s", k)
 	}
@@ -1181,22 +1209,23 @@ func (r *OSWorldReport) WriteText(w io.Writer) {
 	tot := &OSWorldDomain{Refused: map[string]int{}}
 	for _, d := range doms {
 		c := r.Domains[d]
-		fmt.Fprintf(tw, "%s\t%d\t%d", d, c.Tasks, c.Imported)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d", d, c.Tasks, c.Imported, c.CacheOnly)
 		tot.Tasks += c.Tasks
 		tot.Imported += c.Imported
+		tot.CacheOnly += c.CacheOnly
 		for _, k := range ks {
 			fmt.Fprintf(tw, "\t%d", c.Refused[k])
 			tot.Refused[k] += c.Refused[k]
 		}
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d", tot.Tasks, tot.Imported)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d", tot.Tasks, tot.Imported, tot.CacheOnly)
 	for _, k := range ks {
 		fmt.Fprintf(tw, "\t%d", tot.Refused[k])
 	}
 	fmt.Fprintln(tw)
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d imported, %d refused (a refused task counts under its first reason above)\n", r.Imported, r.Refused)
+	fmt.Fprintf(w, "\n%d imported, %d refused (a refused task counts once, under its first reason; only_cache: refused for nothing but missing cache files)\n", r.Imported, r.Refused)
 	if len(r.Reasons) > 0 {
 		fmt.Fprintln(w, "\nevery reason, by tasks that have it:")
 		// The missing cache files are one line here; --json names each.
