@@ -281,6 +281,7 @@ type conv struct {
 	instance []SetupStep
 	files    map[string]any // cloud files embedded in the verifier, by URL
 	libre    bool           // the LibreOffice profile is initialized in setup
+	chromium bool           // Chromium is launched
 }
 
 func (e *OSWorldEntry) refuse(kind, detail string) {
@@ -483,7 +484,9 @@ func (c *conv) step(s oswStep) {
 			open = append(open, u)
 		}
 		if len(open) > 0 {
-			c.apps["chromium"] = true
+			if !c.chromium {
+				c.launch([]string{"chromium"})
+			}
 			c.instance = append(c.instance, SetupStep{Browser: &Browser{Open: open, TimeoutMS: 30000}})
 		}
 	case "googledrive", "login":
@@ -506,9 +509,10 @@ func isFocusClick(argv []string) bool {
 	if len(argv) != 3 || (argv[0] != "python" && argv[0] != "python3") || argv[1] != "-c" {
 		return false
 	}
-	code := strings.ReplaceAll(argv[2], " ", "")
-	return regexp.MustCompile(`^importpyautogui;(importtime;)?pyautogui\.click\(\d+,\d+\);(time\.sleep\([\d.]+\);?)?$`).MatchString(code)
+	return focusClick.MatchString(strings.ReplaceAll(argv[2], " ", ""))
 }
+
+var focusClick = regexp.MustCompile(`^importpyautogui;(importtime;)?pyautogui\.click\(\d+,\d+\);(time\.sleep\([\d.]+\);?)?$`)
 
 // launch maps a launched program to an app Shinken ships.
 func (c *conv) launch(argv []string) {
@@ -521,6 +525,7 @@ func (c *conv) launch(argv []string) {
 			}
 		}
 		c.apps["chromium"] = true
+		c.chromium = true
 		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: "chromium"}},
 			SetupStep{WaitWindow: &WaitWindow{Match: "Chromium", TimeoutMS: 30000}})
 		c.e.note("launch %s: Chromium, without OSWorld's flags (its DevTools port)", prog)
@@ -994,6 +999,8 @@ func init() {
 	}
 }
 
+var shellName = regexp.MustCompile(`^[A-Za-z_]\w*$`)
+
 var shellKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true,
 	"done": true, "while": true, "until": true, "!": true, "{": true, "}": true, "time": true}
 
@@ -1022,7 +1029,7 @@ func shellPrograms(sh string) ([]string, bool) {
 				words = words[1:]
 				continue
 			}
-			if i := strings.IndexByte(w, '='); i > 0 && regexp.MustCompile(`^[A-Za-z_]\w*$`).MatchString(w[:i]) {
+			if i := strings.IndexByte(w, '='); i > 0 && shellName.MatchString(w[:i]) {
 				words = words[1:]
 				continue
 			}

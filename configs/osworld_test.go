@@ -358,6 +358,13 @@ func TestImportOSWorld(t *testing.T) {
 		map[string]any{"type": "open", "parameters": map[string]any{"path": "/home/user/Desktop/notes.txt"}}},
 		"evaluator": map[string]any{"func": "compare_text_file", "result": map[string]any{"type": "vm_file", "path": "/home/user/Desktop/notes.txt", "dest": "notes.txt"},
 			"expected": map[string]any{"type": "cloud_file", "path": "https://drive.invalid/download?id=2", "dest": "notes_gold.txt"}}})
+	// Chrome launched as OSWorld does (its DevTools port, socat) and a tab
+	// on an offline web app.
+	put("chrome", "tabs", map[string]any{"related_apps": []string{"chrome"}, "config": []any{
+		map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"google-chrome", "--remote-debugging-port=1337"}}},
+		map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"socat", "tcp-listen:9222,fork", "tcp:localhost:1337"}}},
+		map[string]any{"type": "chrome_open_tabs", "parameters": map[string]any{"urls_to_open": []string{"http://shop.test/"}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
 	// An id that would climb out of --out.
 	put("os", "x", map[string]any{"related_apps": []string{"os"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
 	b, _ := os.ReadFile(filepath.Join(ex, "os", "x.json"))
@@ -379,7 +386,7 @@ func TestImportOSWorld(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported",
+		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported", "tabs": "imported",
 		"sudo": "missing_program sudo", "metric": "unsupported_metric is_utc_0", "getter": "unsupported_getter vm_terminal_output",
 		"app": "unsupported_app gimp", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
 		"post": "unsupported_config postconfig:execute", "escape": "outside_home /home/user/../../etc/a.txt",
@@ -390,11 +397,11 @@ func TestImportOSWorld(t *testing.T) {
 			t.Errorf("%s: %q, want %q", id, got[id], w)
 		}
 	}
-	if rep.Imported != 4 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
+	if rep.Imported != 5 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
 		t.Errorf("counts: %+v %+v", rep, rep.Domains["os"])
 	}
 	names, _ := filepath.Glob(filepath.Join(out, "*"))
-	if len(names) != 4 {
+	if len(names) != 5 {
 		t.Errorf("written: %v", names)
 	}
 	if _, err := os.Stat(filepath.Join(out, "osworld-evil.json")); err != nil {
@@ -407,6 +414,11 @@ func TestImportOSWorld(t *testing.T) {
 	ok := ts["osworld-ok-cmd"]
 	if ok == nil || ok.Instruction != "Do it in ~/Desktop." || !ok.AllowShell || len(ok.InstanceSetup) != 1 || ok.InstanceSetup[0].Exec.Shell != `mkdir -p "$HOME"/Desktop/a` {
 		t.Errorf("ok-cmd: %+v", ok)
+	}
+	tabs := ts["osworld-tabs"]
+	if tabs == nil || len(tabs.InstanceSetup) != 3 || tabs.InstanceSetup[0].LaunchApp.App != "chromium" || len(tabs.InstanceSetup[0].LaunchApp.Args) != 0 ||
+		tabs.InstanceSetup[2].Browser == nil || tabs.InstanceSetup[2].Browser.Open[0] != "http://shop.test/" {
+		t.Errorf("tabs: %+v", tabs)
 	}
 	c := ts["osworld-cached"]
 	if c == nil || len(c.InstanceSetup) != 4 {
@@ -459,7 +471,7 @@ func TestImportOSWorld(t *testing.T) {
 	}
 	var sb strings.Builder
 	rep.WriteText(&sb)
-	if !strings.Contains(sb.String(), "4 imported, 9 refused") {
+	if !strings.Contains(sb.String(), "5 imported, 9 refused") {
 		t.Errorf("report:\n%s", sb.String())
 	}
 }
