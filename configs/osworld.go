@@ -552,6 +552,25 @@ func (c *conv) launch(argv []string) {
 		c.shell = true
 		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: "xterm", Args: []string{"-geometry", "100x30+0+0"}}},
 			SetupStep{WaitWindow: &WaitWindow{Match: "xterm", TimeoutMS: 10000}})
+	case "mousepad", "pcmanfm", "galculator", "mupdf", "feh":
+		// The other apps the image ships, started as OSWorld starts them;
+		// a file argument in the home is mapped to the sandbox home.
+		var args []string
+		for _, a := range argv[1:] {
+			if rel, ok := homeRel(a); ok && strings.HasPrefix(a, "/") {
+				a = rel
+				if a == "" {
+					a = "."
+				}
+			} else if strings.HasPrefix(a, "/") {
+				c.e.refuse(RefusePath, a)
+				return
+			}
+			args = append(args, a)
+		}
+		c.apps[prog] = true
+		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: prog, Args: args}})
+		c.e.note("launch %s: no window is waited for (the settle after setup covers it)", prog)
 	default:
 		c.e.refuse(RefuseApp, prog)
 	}

@@ -365,6 +365,9 @@ func TestImportOSWorld(t *testing.T) {
 		map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"socat", "tcp-listen:9222,fork", "tcp:localhost:1337"}}},
 		map[string]any{"type": "chrome_open_tabs", "parameters": map[string]any{"urls_to_open": []string{"http://shop.test/"}}}},
 		"evaluator": map[string]any{"func": "infeasible"}})
+	put("multi_apps", "editor", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "launch", "parameters": map[string]any{"command": "mousepad /home/user/Desktop/a.txt"}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
 	// An id that would climb out of --out.
 	put("os", "x", map[string]any{"related_apps": []string{"os"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
 	b, _ := os.ReadFile(filepath.Join(ex, "os", "x.json"))
@@ -386,7 +389,7 @@ func TestImportOSWorld(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported", "tabs": "imported",
+		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported", "tabs": "imported", "editor": "imported",
 		"sudo": "missing_program sudo", "metric": "unsupported_metric is_utc_0", "getter": "unsupported_getter vm_terminal_output",
 		"app": "unsupported_app gimp", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
 		"post": "unsupported_config postconfig:execute", "escape": "outside_home /home/user/../../etc/a.txt",
@@ -397,11 +400,11 @@ func TestImportOSWorld(t *testing.T) {
 			t.Errorf("%s: %q, want %q", id, got[id], w)
 		}
 	}
-	if rep.Imported != 5 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
+	if rep.Imported != 6 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
 		t.Errorf("counts: %+v %+v", rep, rep.Domains["os"])
 	}
 	names, _ := filepath.Glob(filepath.Join(out, "*"))
-	if len(names) != 5 {
+	if len(names) != 6 {
 		t.Errorf("written: %v", names)
 	}
 	if _, err := os.Stat(filepath.Join(out, "osworld-evil.json")); err != nil {
@@ -419,6 +422,10 @@ func TestImportOSWorld(t *testing.T) {
 	if tabs == nil || len(tabs.InstanceSetup) != 3 || tabs.InstanceSetup[0].LaunchApp.App != "chromium" || len(tabs.InstanceSetup[0].LaunchApp.Args) != 0 ||
 		tabs.InstanceSetup[2].Browser == nil || tabs.InstanceSetup[2].Browser.Open[0] != "http://shop.test/" {
 		t.Errorf("tabs: %+v", tabs)
+	}
+	if ed := ts["osworld-editor"]; ed == nil || len(ed.InstanceSetup) != 1 || ed.InstanceSetup[0].LaunchApp.App != "mousepad" ||
+		strings.Join(ed.InstanceSetup[0].LaunchApp.Args, " ") != "Desktop/a.txt" || strings.Join(ed.Apps, ",") != "mousepad,xterm" {
+		t.Errorf("editor: %+v", ed)
 	}
 	c := ts["osworld-cached"]
 	if c == nil || len(c.InstanceSetup) != 4 {
@@ -471,7 +478,7 @@ func TestImportOSWorld(t *testing.T) {
 	}
 	var sb strings.Builder
 	rep.WriteText(&sb)
-	if !strings.Contains(sb.String(), "5 imported, 9 refused") {
+	if !strings.Contains(sb.String(), "6 imported, 9 refused") {
 		t.Errorf("report:\n%s", sb.String())
 	}
 }
