@@ -1132,11 +1132,15 @@ func shellPrograms(sh string) ([]string, bool) {
 	return progs, true
 }
 
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 // mapHomeInShell rewrites the VM home in a shell command to $homeVar,
 // quoted for where it stands: outside quotes "$V", inside double quotes
 // ${V}, inside single quotes '"$V"' (the quote closed and reopened). With
-// homeVar AGENT_HOME (a verifier's command) a leading ~ is mapped too, as
-// the verifier's own home is not the agent's.
+// homeVar AGENT_HOME (a verifier's command) a leading ~ and $HOME are
+// mapped too, as the verifier's own home is not the agent's.
 func mapHomeInShell(sh, homeVar string) string {
 	var b strings.Builder
 	const (
@@ -1150,10 +1154,23 @@ func mapHomeInShell(sh, homeVar string) string {
 			return false
 		}
 		j := i + len(OSWorldHome)
-		return j == len(sh) || !(sh[j] == '_' || sh[j] == '-' || sh[j] == '.' || sh[j] >= 'a' && sh[j] <= 'z' || sh[j] >= 'A' && sh[j] <= 'Z' || sh[j] >= '0' && sh[j] <= '9')
+		return j == len(sh) || !(isWordByte(sh[j]) || sh[j] == '-' || sh[j] == '.')
 	}
 	for i := 0; i < len(sh); i++ {
 		ch := sh[i]
+		if homeVar == "AGENT_HOME" && state != single {
+			// $HOME in a verifier's command is the verifier's own.
+			if strings.HasPrefix(sh[i:], "${HOME}") {
+				b.WriteString("${AGENT_HOME}")
+				i += len("${HOME}") - 1
+				continue
+			}
+			if strings.HasPrefix(sh[i:], "$HOME") && (i+5 == len(sh) || !isWordByte(sh[i+5])) {
+				b.WriteString("$AGENT_HOME")
+				i += len("$HOME") - 1
+				continue
+			}
+		}
 		if atHome(i) {
 			switch state {
 			case none:

@@ -230,6 +230,8 @@ func TestMapHomeInShell(t *testing.T) {
 		{"ls /home/users", "HOME", "ls /home/users"},
 		{"[ -d ~/Desktop/x ] && echo ok", "AGENT_HOME", `[ -d "$AGENT_HOME"/Desktop/x ] && echo ok`},
 		{"echo '~/x' a~b", "AGENT_HOME", "echo '~/x' a~b"},
+		{`ls $HOME/x "${HOME}/y" '$HOME' $HOMER`, "AGENT_HOME", `ls $AGENT_HOME/x "${AGENT_HOME}/y" '$HOME' $HOMER`},
+		{`ls $HOME/x`, "HOME", `ls $HOME/x`},
 		{`echo \'/home/user`, "HOME", `echo \'"$HOME"`},
 	} {
 		if got := mapHomeInShell(c.in, c.v); got != c.want {
