@@ -66,6 +66,7 @@ const twoFrames = `new Promise(r => requestAnimationFrame(() => requestAnimation
 type loadState struct {
 	mu      sync.Mutex
 	loading map[cdp.FrameID]bool
+	wake    chan struct{} // closed and replaced whenever loading changes
 	// link is the link under the pointer at the last answer, when known.
 	link      string
 	linkKnown bool
@@ -83,22 +84,38 @@ func (l *loadState) listen(ev any) {
 		delete(l.loading, e.FrameID)
 	case *page.EventFrameDetached:
 		delete(l.loading, e.FrameID)
+	default:
+		return
 	}
+	close(l.wake)
+	l.wake = make(chan struct{})
 }
 
 // followLoads starts following the tab's loads (once, after attach).
 func (bc *browserConn) followLoads() {
-	bc.loads = &loadState{loading: map[cdp.FrameID]bool{}}
+	bc.loads = &loadState{loading: map[cdp.FrameID]bool{}, wake: make(chan struct{})}
 	if chromedp.Listen(bc.ctx, bc.loads.listen) != nil {
 		bc.loads = nil // no events: the settle never trusts the tab
 	}
 }
 
+// browserNews is what the browser says during a settle.
+type browserNews struct {
+	at time.Time
+	// frame: the tab drew the frame after the action, and nothing it knows
+	// of draws later: the settle may end frameQuiet after at.
+	frame bool
+	// loading: a frame of the tab loads (a navigation the action started);
+	// the settle does not end before news that it stopped (loading false),
+	// and then the damage windows decide.
+	loading bool
+}
+
 // frameSignal starts asking the browser for the frame after the action
-// when the active window is Chromium's, and returns a channel that gets the
-// time the tab answered; it gets nothing when the answer may not shorten
-// the settle (above). It never waits past deadline; cancel ctx to stop it.
-func (s *Server) frameSignal(ctx context.Context, deadline time.Time) <-chan time.Time {
+// when the active window is Chromium's, and returns the channel its news
+// comes on (nil when there is none to ask). It never waits past deadline;
+// cancel ctx to stop it.
+func (s *Server) frameSignal(ctx context.Context, deadline time.Time) <-chan browserNews {
 	s.browser.mu.Lock()
 	bc := s.browser.conn
 	s.browser.mu.Unlock()
@@ -117,35 +134,59 @@ func (s *Server) frameSignal(ctx context.Context, deadline time.Time) <-chan tim
 		bc.forgetLink()
 		return nil
 	}
-	out := make(chan time.Time, 1)
+	out := make(chan browserNews, 1)
 	go func() {
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		if bc.frames(ctx) {
-			out <- time.Now()
-		}
+		bc.news(ctx, out)
 	}()
 	return out
 }
 
-// frames waits for the tab's second animation frame; false when the
-// answer may not shorten the settle: the page animates, a frame of it
-// loads, or the link under the pointer changed since the last answer.
-func (bc *browserConn) frames(ctx context.Context) bool {
-	wctx, cancel := context.WithTimeout(ctx, frameWait)
-	defer cancel()
-	f, err := bc.evalFrames(wctx)
-	if err != nil {
-		bc.forgetLink()
-		return false
+// news asks the tab for two animation frames, sends whether the settle may
+// end on them, and then follows the tab's loads until ctx ends: a load that
+// starts after the answer (the action's navigation, late) holds the settle
+// too.
+func (bc *browserConn) news(ctx context.Context, out chan<- browserNews) {
+	send := func(n browserNews) bool {
+		select {
+		case out <- n:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
+	wctx, cancel := context.WithTimeout(ctx, frameWait)
+	f, err := bc.evalFrames(wctx)
+	cancel()
 	l := bc.loads
 	l.mu.Lock()
 	loading := len(l.loading) > 0
-	moved := !l.linkKnown || l.link != f.Link
-	l.link, l.linkKnown = f.Link, true
+	moved := err != nil || !l.linkKnown || l.link != f.Link
+	l.link, l.linkKnown = f.Link, err == nil
 	l.mu.Unlock()
-	return !f.Animating && !loading && !moved
+	if err == nil && !f.Animating && !loading && !moved && !send(browserNews{at: time.Now(), frame: true}) {
+		return
+	}
+	was := false
+	for {
+		l.mu.Lock()
+		loading, wake := len(l.loading) > 0, l.wake
+		l.mu.Unlock()
+		if loading != was {
+			if !send(browserNews{at: time.Now(), loading: loading}) {
+				return
+			}
+			was = loading
+		}
+		select {
+		case <-wake:
+		case <-bc.exited:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // forgetLink makes the next answer count the link under the pointer as

@@ -126,7 +126,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 			}
 			m = &mk
 		}
-		var frame <-chan time.Time
+		var frame <-chan browserNews
 		if afterInput {
 			fctx, cancel := context.WithCancel(ctx)
 			defer cancel()

@@ -244,11 +244,13 @@ func (d *display) mark(ctx context.Context) (damageMark, error) {
 // never waits past p.MaxMS from m's start and reports what happened. It runs
 // outside the display lock: only its barriers take it.
 //
-// frame, when not nil, gets the time the browser with the focus answered
-// that the frame after the action was drawn (browser_settle.go): from then
-// on the settle ends frameQuiet after the later of that answer and the last
-// damage, when that comes before the damage windows would end it.
-func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterInput bool, frame <-chan time.Time) (*aci.SettleInfo, error) {
+// frame, when not nil, brings the news of the browser with the focus
+// (browser_settle.go): once it says the frame after the action was drawn,
+// the settle ends frameQuiet after the later of that answer and the last
+// damage, when that comes before the damage windows would end it; while it
+// says a page loads, the settle does not end before the ceiling, and after
+// a load the damage windows decide.
+func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterInput bool, frame <-chan browserNews) (*aci.SettleInfo, error) {
 	if m.x == nil || p.MaxMS <= 0 {
 		return nil, nil
 	}
@@ -274,6 +276,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	var probeAt time.Time
 	probeEvery := time.Millisecond
 	var frameAt time.Time // when the browser answered; zero: not (yet)
+	held, loaded := false, false // a page loads; one did during this settle
 	for {
 		s := x.dmg.snap()
 		now := time.Now()
@@ -290,7 +293,10 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 			until = s.last.Add(quiet)
 		}
 		byFrame := false
-		if !frameAt.IsZero() && !until.IsZero() {
+		if held && now.Before(ceiling) {
+			until = ceiling // news that the load stopped, or the ceiling, wakes it
+		}
+		if !frameAt.IsZero() && !until.IsZero() && !loaded {
 			fu := frameAt
 			if s.last.After(fu) {
 				fu = s.last
@@ -318,7 +324,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 			}
 			continue
 		}
-		if q != nil && !now.Before(probeAt) {
+		if q != nil && !held && !now.Before(probeAt) {
 			if prev.run == nil {
 				if err := d.barrierOn(ctx, x); err != nil {
 					return nil, err
@@ -352,8 +358,17 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 				<-timer.C
 			}
 		case <-timer.C:
-		case frameAt = <-frame:
-			frame = nil
+		case n, ok := <-frame:
+			switch {
+			case !ok:
+				frame = nil
+			case n.loading:
+				held, loaded = true, true
+			case n.frame:
+				frameAt = n.at
+			default:
+				held = false
+			}
 			if !timer.Stop() {
 				<-timer.C
 			}
