@@ -275,7 +275,7 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	var prev quietSnap
 	var probeAt time.Time
 	probeEvery := time.Millisecond
-	var frameAt time.Time // when the browser answered; zero: not (yet)
+	var frameAt time.Time        // when the browser answered; zero: not (yet)
 	held, loaded := false, false // a page loads; one did during this settle
 	for {
 		s := x.dmg.snap()
