@@ -32,7 +32,9 @@ import (
 //     Chromium's frames);
 //   - a frame of the tab is loading (a click that navigates): the new page
 //     comes later, and the browser's status bubble ("Waiting for ...")
-//     hides on a timer of its own after the load;
+//     hides on a timer of its own after the load. A load also holds the
+//     settle until it stops (or the ceiling), whether it started before the
+//     answer or after it; then the damage windows decide;
 //   - the link under the pointer changed since the last answer: the status
 //     bubble shows a hovered link's address, and hides it, on delays of its
 //     own;
