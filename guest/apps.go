@@ -51,11 +51,12 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 // launchWindowWait bounds how long launch_app waits for the app's window.
 const launchWindowWait = 10 * time.Second
 
-// awaitAppWindow waits until a top-level window of pid (_NET_WM_PID) is
-// mapped and reports its id; it gives up quietly when the process exits
-// or launchWindowWait passes (a program without a window is no error). It
-// wakes on window-list changes, and re-checks every 100 ms for apps that set
-// their pid after mapping.
+// awaitAppWindow waits until a top-level window of pid or of one of its
+// descendants (by launchedPID: its _NET_WM_PID, else the process the X
+// server says created it) is mapped and reports its id; it gives up quietly when
+// the process exits or launchWindowWait passes (a program without a window
+// is no error). It wakes on window-list changes, and re-checks every 100 ms
+// for apps that set their pid after mapping.
 func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan struct{}, res *wire.ActResult) error {
 	limit := time.NewTimer(launchWindowWait)
 	defer limit.Stop()
@@ -68,6 +69,10 @@ func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan stru
 			list, err := x.windows()
 			if err != nil {
 				return err
+			}
+			// A window without _NET_WM_PID is the process's that created it.
+			for i, w := range list.Windows {
+				list.Windows[i].PID = x.launchedPID(w)
 			}
 			for _, w := range list.Windows {
 				if w.PID == pid {

@@ -101,6 +101,7 @@ type xconn struct {
 	barrierAtom atomic.Uint32 // the barrier property, read by the event loop
 	windowsWake chan struct{} // closed and replaced when the window list may have changed
 	windowsMu   sync.Mutex
+	xresPIDs    atomic.Int32 // whether the X-Resource extension's client pids are ours: 0 not asked yet, 1 yes, -1 no (windows.go)
 }
 
 type screenInfo struct {

@@ -2,9 +2,11 @@ package guest
 
 import (
 	"context"
+	"os"
 	"strings"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/res"
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
@@ -151,6 +153,85 @@ func (x *xconn) windowPID(w xproto.Window) int {
 		return 0
 	}
 	return int(xgb.Get32(r.Value))
+}
+
+// launchedPID is the process a listed window is launch_app's evidence of:
+// its _NET_WM_PID, else, but for a splash screen (a launcher's, such as
+// LibreOffice's oosplash, before the app itself has a window), the process
+// of the X client that created it (an app such as mupdf sets no
+// _NET_WM_PID); 0 when unknown.
+func (x *xconn) launchedPID(w wire.Window) int {
+	if w.PID != 0 {
+		return w.PID
+	}
+	if x.isSplash(xproto.Window(w.ID)) {
+		return 0
+	}
+	return x.ownerPID(w.ID)
+}
+
+// isSplash reports whether w's _NET_WM_WINDOW_TYPE says splash.
+func (x *xconn) isSplash(w xproto.Window) bool {
+	typ, err := x.atom("_NET_WM_WINDOW_TYPE")
+	if err != nil {
+		return false
+	}
+	splash, err := x.atom("_NET_WM_WINDOW_TYPE_SPLASH")
+	if err != nil {
+		return false
+	}
+	r, err := xproto.GetProperty(x.c, false, w, typ, xproto.AtomAtom, 0, 16).Reply()
+	if err != nil || r.Format != 32 {
+		return false
+	}
+	for i := 0; i+4 <= len(r.Value); i += 4 {
+		if xproto.Atom(xgb.Get32(r.Value[i:])) == splash {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerPID asks the X server, through the X-Resource extension, for the
+// process id of the client that owns the resource id (the server learns it
+// from the client's socket). It answers 0 where there is nothing to ask or
+// the answer would not be a pid of this process's namespace: only when the
+// server gives guestd's own connection guestd's own pid (as killRetained
+// checks) are its pids trusted.
+func (x *xconn) ownerPID(id uint32) int {
+	switch x.xresPIDs.Load() {
+	case 0:
+		ok := false
+		if res.Init(x.c) == nil {
+			if self, err := x.c.NewId(); err == nil {
+				ok = x.clientPID(self) == os.Getpid()
+			}
+		}
+		if ok {
+			x.xresPIDs.Store(1)
+		} else {
+			x.xresPIDs.Store(-1)
+			return 0
+		}
+	case -1:
+		return 0
+	}
+	return x.clientPID(id)
+}
+
+// clientPID is the LocalClientPID the X server records for the client that
+// owns the resource id (any id in its range, created yet or not).
+func (x *xconn) clientPID(id uint32) int {
+	r, err := res.QueryClientIds(x.c, 1, []res.ClientIdSpec{{Client: id, Mask: res.ClientIdMaskLocalClientPID}}).Reply()
+	if err != nil {
+		return 0
+	}
+	for _, v := range r.Ids {
+		if v.Spec.Mask&res.ClientIdMaskLocalClientPID != 0 && len(v.Value) == 1 {
+			return int(v.Value[0])
+		}
+	}
+	return 0
 }
 
 // activateWindow raises and focuses a window named by id, or the first
