@@ -158,7 +158,7 @@ func TestTaskSuite(t *testing.T) {
 	// settle), not CPU. The PDF viewer's families play two at a time after
 	// the rest: their oracles focus windows by position, and a machine
 	// loaded by six desktops draws mupdf late.
-	parallel, slow := 6, 3
+	parallel, slow := 6, 2
 	if raceEnabled {
 		parallel = 2
 	}
@@ -182,7 +182,7 @@ func TestTaskSuite(t *testing.T) {
 	}
 	var checks []*envserver.TaskCheck
 	// The memorized-oracle replays (6 per family, over 200 in all) run on
-	// the fast families: a PDF family's episode waits out mupdf's start.
+	// the fast families.
 	// The browser's and the office suite's families (two desktops at
 	// once: each app takes a core to start), one of each kind, play their
 	// smoke pass, doing nothing and the oracle: the full check is their

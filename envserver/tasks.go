@@ -22,8 +22,24 @@ func runSetup(ctx context.Context, l *pool.Lease, t *configs.Task) error {
 }
 
 // runInstance applies an instance's own setup (its files, its documents
-// opened) to a sandbox leased from the family's golden.
+// opened) to a sandbox leased from the family's golden. The golden's
+// windows come first: a sandbox booted from the golden's snapshot
+// relaunches its apps without waiting for them, and an instance's app that
+// mapped before them would find another window layout (openbox places and
+// stacks windows by the order they map) than on the golden itself or on a
+// sandbox reset in place to it.
 func runInstance(ctx context.Context, l *pool.Lease, in *configs.Instance) error {
+	for i, st := range in.Setup {
+		if st.WaitWindow != nil {
+			if err := waitWindow(ctx, l.Guest(), st.WaitWindow); err != nil {
+				err = fmt.Errorf("setup %d of %s: %w", i, in.ID, err)
+				if isDeath(err, l) {
+					return err
+				}
+				return &setupError{err}
+			}
+		}
+	}
 	return runSteps(ctx, l, in.ID, "instance step", in.InstanceSetup)
 }
 
