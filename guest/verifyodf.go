@@ -98,32 +98,39 @@ const (
 	nsCalcext = "urn:org:documentfoundation:names:experimental:calc:xmlns:calcext:1.0"
 )
 
-// checkDoc runs cells or paras on path: opened as read opens a file, then
-// read whole (at most CheckMaxDoc bytes) and parsed. The output is written
-// only once all of it is known.
-func checkDoc(op, path, anchor string, w io.Writer) error {
+// readDocAt reads the document at path as read opens a file (no link
+// followed from anchor down, a regular file) and whole, at most CheckMaxDoc
+// bytes.
+func readDocAt(path, anchor string) ([]byte, error) {
 	if !filepath.IsAbs(path) {
-		return failf(CheckUsage, "the path must be absolute")
+		return nil, failf(CheckUsage, "the path must be absolute")
 	}
 	dirfd, name, err := walkParent(filepath.Clean(path), anchor)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unix.Close(dirfd)
 	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return openError(err, "")
+		return nil, openError(err, "")
 	}
 	var st unix.Stat_t
 	err = unix.Fstat(fd, &st)
 	unix.Close(fd)
 	if err != nil {
-		return failf(CheckUnreadable, "stat: %v", err)
+		return nil, failf(CheckUnreadable, "stat: %v", err)
 	}
 	if kind := kindOf(st.Mode); kind != "file" {
-		return failf(CheckMismatch, "a %s, not a regular file", kind)
+		return nil, failf(CheckMismatch, "a %s, not a regular file", kind)
 	}
-	data, err := readDoc(dirfd, name, &st)
+	return readDoc(dirfd, name, &st)
+}
+
+// checkDoc runs cells or paras on path: opened as read opens a file, then
+// read whole (at most CheckMaxDoc bytes) and parsed. The output is written
+// only once all of it is known.
+func checkDoc(op, path, anchor string, w io.Writer) error {
+	data, err := readDocAt(path, anchor)
 	if err != nil {
 		return err
 	}

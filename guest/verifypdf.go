@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,28 +31,7 @@ const (
 // another. A file that is not a PDF, or that pdftotext cannot read, is
 // CheckMismatch.
 func checkPDF(path, anchor string, w io.Writer) error {
-	if !filepath.IsAbs(path) {
-		return failf(CheckUsage, "the path must be absolute")
-	}
-	dirfd, name, err := walkParent(filepath.Clean(path), anchor)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dirfd)
-	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return openError(err, "")
-	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	unix.Close(fd)
-	if err != nil {
-		return failf(CheckUnreadable, "stat: %v", err)
-	}
-	if kind := kindOf(st.Mode); kind != "file" {
-		return failf(CheckMismatch, "a %s, not a regular file", kind)
-	}
-	data, err := readDoc(dirfd, name, &st)
+	data, err := readDocAt(path, anchor)
 	if err != nil {
 		return err
 	}
