@@ -15,9 +15,21 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 MAX_BYTES = 1 << 20  # the most a getter returns (the safe reader's bound)
 CMD_SECONDS = float(os.environ.get("SK_OSWORLD_CMD_SECONDS", "20"))  # a command getter's time (tests shorten it)
+# All the getters' commands share one budget, well inside the verifier's own
+# limit: a state the agent left that hangs each command (a FIFO where a
+# command reads) scores 0, never a verifier cut off (a scorer error, an
+# episode dropped and retried for free).
+_DEADLINE = time.monotonic() + float(os.environ.get("SK_OSWORLD_BUDGET_SECONDS", "40"))
+
+
+def _left():
+    """Seconds a command may still run: its own bound within what is left
+    of the budget (0: none left)."""
+    return max(0.0, min(CMD_SECONDS, _DEADLINE - time.monotonic()))
 
 
 class Missing(Exception):
@@ -51,9 +63,11 @@ def read_agent(p):
     """The bytes of the agent's regular file p, or None: the safe reader
     refuses a link, a FIFO, a directory, a file over its bound."""
     g = os.environ.get("SK_GUESTD", "")
+    if _left() <= 0:
+        return None
     try:
         r = subprocess.run([g, "check", "read", agent_path(p)], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=CMD_SECONDS)
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=_left())
     except (OSError, subprocess.SubprocessError, Missing):
         return None
     if r.returncode != 0 or len(r.stdout) > MAX_BYTES:
@@ -100,7 +114,11 @@ def get_rule(cfg):
 
 def run_bounded(cmd):
     """stdout of sh -c cmd, run as the verifier in its own directory, or
-    None if it runs past CMD_SECONDS or writes more than MAX_BYTES."""
+    None if it runs past CMD_SECONDS (or the budget's end) or writes more
+    than MAX_BYTES."""
+    limit = _left()
+    if limit <= 0:
+        return None
     try:
         p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, start_new_session=True)
@@ -114,7 +132,7 @@ def run_bounded(cmd):
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
-    t = threading.Timer(CMD_SECONDS, kill)
+    t = threading.Timer(limit, kill)
     t.start()
     buf = bytearray()
     try:

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shinken-rl/shinken/guest"
 )
@@ -63,9 +64,14 @@ func runSpec(t *testing.T, spec map[string]any, home, ended string) string {
 	}
 	cmd := exec.Command("/bin/sh", "-c", osworldVerifier(b))
 	cmd.Dir = t.TempDir()
-	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "AGENT_HOME=" + home, "SK_GUESTD=" + fakeGuestd(t), "SK_ENDED=" + ended, "HOME=" + cmd.Dir, "SK_OSWORLD_CMD_SECONDS=3"}
+	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "AGENT_HOME=" + home, "SK_GUESTD=" + fakeGuestd(t), "SK_ENDED=" + ended, "HOME=" + cmd.Dir, "SK_OSWORLD_CMD_SECONDS=3", "SK_OSWORLD_BUDGET_SECONDS=5"}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	// The verifier's own limit, as the server sets one: the getters' budget
+	// (5 s) ends well inside it.
+	cmd.WaitDelay = time.Second
+	timer := time.AfterFunc(8*time.Second, func() { cmd.Process.Kill() })
+	defer timer.Stop()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("verifier: %v\n%s", err, errb.String())
 	}
@@ -117,6 +123,9 @@ func TestOSWorldMetrics(t *testing.T) {
 		{"exact_match wrong", map[string]any{"func": "exact_match", "result": cmdLine("echo ho"), "expected": rule(map[string]any{"expected": "hi\n"})}, "done", "0"},
 		{"command sees the agent's home", map[string]any{"func": "exact_match", "result": cmdLine(`[ -f "$AGENT_HOME/a.txt" ] && echo yes`), "expected": rule(map[string]any{"expected": "yes\n"})}, "done", "1"},
 		{"command timeout", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo x; sleep 60"), "expected": rule(map[string]any{"include": []string{"x"}})}, "done", "0"},
+		{"commands share one budget", map[string]any{"func": []string{"check_include_exclude", "check_include_exclude", "check_include_exclude", "check_include_exclude"}, "conj": "or",
+			"result":   []any{cmdLine("echo x; sleep 60"), cmdLine("echo x; sleep 60"), cmdLine("echo x; sleep 60"), cmdLine("echo x; sleep 60")},
+			"expected": []any{rule(map[string]any{"include": []string{"x"}}), rule(map[string]any{"include": []string{"x"}}), rule(map[string]any{"include": []string{"x"}}), rule(map[string]any{"include": []string{"x"}})}}, "done", "0"},
 		{"command floods", map[string]any{"func": "check_include_exclude", "result": cmdLine("yes"), "expected": rule(map[string]any{"include": []string{"y"}})}, "done", "0"},
 		{"include_exclude", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo found spotify"), "expected": rule(map[string]any{"include": []string{"spotify"}, "exclude": []string{"not found"}})}, "done", "1"},
 		{"include_exclude excluded", map[string]any{"func": "check_include_exclude", "result": cmdLine("echo spotify not found"), "expected": rule(map[string]any{"include": []string{"spotify"}, "exclude": []string{"not found"}})}, "done", "0"},
