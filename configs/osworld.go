@@ -226,6 +226,9 @@ func writeOSWorldTask(out string, t *Task) error {
 	return atomicfile.Write(filepath.Join(out, name), append(b, '\n'), 0o644)
 }
 
+// OSWorldMaxSteps is an imported task's step budget.
+const OSWorldMaxSteps = 100
+
 var validOSWorldID = regexp.MustCompile(`^osworld-[A-Za-z0-9_-]{1,100}$`)
 
 // OSWorldTaskID is the Shinken id of OSWorld task id: osworld-<id>, with
@@ -345,7 +348,10 @@ func importOne(opt OSWorldOptions, dom, rel string) (*OSWorldEntry, *Task) {
 			Shell:     osworldVerifier(specJSON),
 			TimeoutMS: MaxVerifierMS,
 		},
-		MaxSteps: 15,
+		// OSWorld's harness bounds its turns (15 by default), and a turn
+		// may hold several actions, each a step here: the env's own bound
+		// is well above, so the harness's is the one that binds.
+		MaxSteps: OSWorldMaxSteps,
 	}
 	for a := range c.apps {
 		task.Apps = append(task.Apps, a)

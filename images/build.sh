@@ -86,6 +86,8 @@ rm -f "$rootfs/usr/sbin/policy-rc.d"
 # The desktop runs as an unprivileged user; /run/shinken is where the host
 # bind-mounts the guest socket dir, /opt/shinken where it mounts guestd.
 chroot "$rootfs" /usr/sbin/useradd --uid 1000 --create-home --shell /bin/bash agent
+# OSWorld's tasks name the home /home/user: a link to the same home.
+ln -s agent "$rootfs/home/user"
 mkdir -p "$rootfs/run/shinken" "$rootfs/opt/shinken"
 mkdir -p -m 1777 "$rootfs/tmp/.X11-unix"
 chmod 1777 "$rootfs/tmp/.X11-unix"

@@ -243,6 +243,9 @@ func TestContainerConfinement(t *testing.T) {
 	if got := strings.TrimSpace(sh(t, ctx, c, "stat -c %u $HOME; id -u")); len(strings.Fields(got)) != 2 || strings.Fields(got)[0] != strings.Fields(got)[1] {
 		t.Errorf("home owner and agent uid: got %q; want equal", got)
 	}
+	if got := strings.TrimSpace(sh(t, ctx, c, `[ "$(cd /home/user && pwd -P)" = "$(cd && pwd -P)" ] && echo same`)); got != "same" {
+		t.Errorf("/home/user (OSWorld's home): %q; want the home", got)
+	}
 	// The agent cannot reach the host's channel to guestd.
 	if got := sh(t, ctx, c, "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/run/shinken/guest.sock\")' 2>&1 || echo refused"); !strings.Contains(got, "refused") {
 		t.Errorf("agent connected to the guest socket: %q", got)

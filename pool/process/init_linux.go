@@ -20,6 +20,7 @@ const initEnv = "SHINKEN_SANDBOX_INIT"
 const (
 	sandboxHome      = "/home/agent"
 	sandboxWorkspace = "/home/workspace"
+	osworldHome      = "/home/user" // a link to sandboxHome
 	sandboxRun       = "/run/shinken"
 	sandboxGuestd    = "/run/guestd"
 )

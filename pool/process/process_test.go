@@ -386,6 +386,10 @@ func TestMinimalRoot(t *testing.T) {
 			t.Errorf("sandbox root holds %q; want only %v", e, allowed)
 		}
 	}
+	// OSWorld's name for the home is the home, and the agent cannot move it.
+	if got := pooltest.MustSh(t, c, `[ "$(cd /home/user && pwd -P)" = "$(cd && pwd -P)" ] && echo same; rm /home/user 2>/dev/null || echo kept`); got != "same\nkept" {
+		t.Errorf("/home/user: %q; want the home, kept", got)
+	}
 	if os.Geteuid() == 0 {
 		// hidepid: the agent sees its own processes only, not guestd's.
 		if out, _ := pooltest.Sh(t, c, "ls -d /proc/1 2>&1"); !strings.Contains(out, "No such file") {

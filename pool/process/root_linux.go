@@ -205,6 +205,11 @@ func confine(cfg *initConfig) error {
 			return err
 		}
 	}
+	// OSWorld's tasks name the home /home/user (docs/osworld.md): a name
+	// for the same home, in the sandbox's own read-only /home.
+	if err := os.Symlink(filepath.Base(sandboxHome), root+osworldHome); err != nil {
+		return err
+	}
 	// /run: the guest socket's directory (the host's channel) and guestd.
 	if err := tmpfs(root+"/run", "mode=0755,size=1m", 0); err != nil {
 		return err
