@@ -40,6 +40,7 @@ const (
 	RefuseProgram      = "missing_program"      // a program a command runs that the image lacks
 	RefusePath         = "outside_home"         // a path outside the user's home, or one that climbs out
 	RefuseInvalid      = "invalid_task"         // not an OSWorld task file, or one Shinken's loader rejects
+	RefuseUnsound      = "unsound_verifier"     // a verifier that this sandbox's apps make pass on a clean state, or fail on every state
 )
 
 // OSWorldMaxFile bounds a file the importer embeds from the cache (a
@@ -226,6 +227,10 @@ func writeOSWorldTask(out string, t *Task) error {
 	return atomicfile.Write(filepath.Join(out, name), append(b, '\n'), 0o644)
 }
 
+// osworldHomeDirs are the folders of OSWorld's home, made in the sandbox
+// home by every imported task's setup.
+var osworldHomeDirs = []string{"~/Desktop", "~/Documents", "~/Downloads", "~/Music", "~/Pictures", "~/Public", "~/Templates", "~/Videos"}
+
 // OSWorldMaxSteps is an imported task's step budget.
 const OSWorldMaxSteps = 100
 
@@ -270,16 +275,17 @@ type oswStep struct {
 
 // conv is one task's conversion.
 type conv struct {
-	opt      OSWorldOptions
-	t        *oswTask
-	e        *OSWorldEntry
-	apps     map[string]bool
-	shell    bool
-	setup    []SetupStep
-	instance []SetupStep
-	files    map[string]any // cloud files embedded in the verifier, by URL
-	libre    bool           // the LibreOffice profile is initialized in setup
-	chromium bool           // Chromium is launched
+	opt          OSWorldOptions
+	t            *oswTask
+	e            *OSWorldEntry
+	apps         map[string]bool
+	shell        bool
+	setup        []SetupStep
+	instance     []SetupStep
+	files        map[string]any // cloud files embedded in the verifier, by URL
+	libre        bool           // the LibreOffice profile is initialized in setup
+	chromium     bool           // Chromium is launched
+	closeBrowser bool           // before scoring, Chromium is closed so its profile is on disk
 }
 
 func (e *OSWorldEntry) refuse(kind, detail string) {
@@ -325,6 +331,9 @@ func importOne(opt OSWorldOptions, dom, rel string) (*OSWorldEntry, *Task) {
 		return e, nil
 	}
 	c := &conv{opt: opt, t: &t, e: e, apps: map[string]bool{}, files: map[string]any{}}
+	// OSWorld's VM is an Ubuntu desktop whose home has the XDG folders
+	// (tasks write to ~/Desktop without creating it).
+	c.setup = append(c.setup, SetupStep{Exec: &Exec{Shell: "mkdir -p " + strings.Join(osworldHomeDirs, " "), TimeoutMS: 10000}})
 	c.relatedApps()
 	for _, s := range t.Config {
 		c.step(s)
@@ -344,6 +353,7 @@ func importOne(opt OSWorldOptions, dom, rel string) (*OSWorldEntry, *Task) {
 		AllowShell:    c.shell,
 		Setup:         c.setup,
 		InstanceSetup: c.instance,
+		BeforeScore:   c.beforeScore(),
 		Verifier: Verifier{
 			Shell:     osworldVerifier(specJSON),
 			TimeoutMS: MaxVerifierMS,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path"
+	"strings"
 )
 
 // Evaluators: an OSWorld evaluator becomes the metric library's spec
@@ -15,9 +16,14 @@ import (
 func (c *conv) evaluator() map[string]any {
 	ev := &c.t.Evaluator
 	for _, s := range ev.Postconfig {
-		switch s.Type {
-		case "sleep", "activate_window":
+		switch {
+		case s.Type == "sleep" || s.Type == "activate_window":
 			c.e.note("dropped: postconfig %s (the agent is frozen and the state settled before scoring)", s.Type)
+		case restartsBrowser(s):
+			// OSWorld kills and relaunches Chrome so that its profile is
+			// on disk: the before_score close does that.
+			c.closeBrowser = true
+			c.e.note("postconfig %s of the browser: before_score closes Chromium", s.Type)
 		default:
 			// Shinken never acts for the agent after the episode (no
 			// saving its work, no keys pressed).
@@ -57,6 +63,9 @@ func (c *conv) evaluator() map[string]any {
 			out := make([]any, len(gs))
 			for i, g := range gs {
 				if g != nil {
+					if expected {
+						c.metricRules(funcs[i], g)
+					}
 					out[i] = c.getter(g)
 				}
 			}
@@ -69,6 +78,9 @@ func (c *conv) evaluator() map[string]any {
 		}
 		if g == nil {
 			return nil
+		}
+		if expected {
+			c.metricRules(funcs[0], g)
 		}
 		return c.getter(g)
 	}
@@ -94,6 +106,76 @@ var osworldMetrics = map[string]bool{
 	"exact_match": true, "check_include_exclude": true, "is_in_list": true, "literal_match": true,
 	"fuzzy_match": true, "check_direct_json_object": true, "compare_text_file": true,
 	"diff_text_file": true, "compare_csv": true, "file_contains": true, "check_list": true,
+	"is_expected_bookmarks": true, "check_font_size": true,
+}
+
+// browserGetters are the getters that read Chromium's profile (the files
+// guestd hands the verifier in $SK_BROWSER after before_score closed the
+// browser: docs/architecture.md, "Before scoring").
+var browserGetters = map[string]bool{
+	"enable_do_not_track": true, "enable_enhanced_safety_browsing": true, "profile_name": true,
+	"bookmarks": true, "chrome_font_size": true,
+}
+
+// unsoundGetters are OSWorld getters whose verdict the Chromium Debian
+// ships decides whatever the agent does (checked on a fresh profile of
+// Chromium 156).
+var unsoundGetters = map[string]string{
+	"data_delete_automacally": "a fresh profile already has profile.default_content_setting_values, which is all it tests: doing nothing passes",
+	"default_search_engine":   "this Chromium keeps the default engine under default_search_provider_data.mirrored_template_url_data and names Bing \"Microsoft Bing\"; the getter reads template_url_data and finds the fallback \"Google\" whatever is set",
+	"enabled_experiments":     "the flags such tasks name (chrome-refresh-2023, chrome-webui-refresh-2023) are gone from this Chromium's chrome://flags",
+}
+
+// restartsBrowser reports whether a postconfig step only kills or
+// relaunches Chrome (pkill chrome, google-chrome ...).
+func restartsBrowser(s oswStep) bool {
+	if s.Type != "execute" && s.Type != "launch" && s.Type != "command" {
+		return false
+	}
+	argv, sh, ok := command(s.Parameters)
+	if !ok {
+		return false
+	}
+	if argv == nil {
+		argv = strings.Fields(sh)
+	}
+	switch {
+	case len(argv) == 2 && (argv[0] == "pkill" || argv[0] == "killall") && (argv[1] == "chrome" || argv[1] == "chromium"):
+		return true
+	case len(argv) >= 1 && (argv[0] == "google-chrome" || argv[0] == "chromium"):
+		for _, a := range argv[1:] {
+			if !strings.HasPrefix(a, "--remote-debugging-port=") {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// beforeScore is the task's before_score: Chromium closed when a getter
+// reads its profile or OSWorld restarts it before scoring.
+func (c *conv) beforeScore() []SetupStep {
+	if !c.closeBrowser {
+		return nil
+	}
+	return []SetupStep{{Browser: &Browser{Close: true}}}
+}
+
+// metricRules refuses a metric whose rule type the library does not read.
+func (c *conv) metricRules(metric string, expected map[string]any) {
+	rules, _ := expected["rules"].(map[string]any)
+	typ, _ := rules["type"].(string)
+	switch metric {
+	case "is_expected_bookmarks":
+		if typ != "bookmark_bar_folders_names" && typ != "bookmark_bar_websites_urls" {
+			c.e.refuse(RefuseMetric, metric+":"+typ)
+		}
+	case "check_font_size":
+		if typ != "value" && typ != "range" {
+			c.e.refuse(RefuseMetric, metric+":"+typ)
+		}
+	}
 }
 
 // getter converts one getter spec, mapping its paths and commands.
@@ -168,7 +250,18 @@ func (c *conv) getter(g map[string]any) map[string]any {
 			delete(out, "shell")
 		}
 	default:
-		c.e.refuse(RefuseGetter, typ)
+		switch {
+		case browserGetters[typ]:
+			if !c.chromium {
+				c.e.refuse(RefuseGetter, typ+" without the browser")
+			}
+			c.closeBrowser = true
+			c.e.note("getter %s reads Chromium's profile: before_score closes Chromium", typ)
+		case unsoundGetters[typ] != "":
+			c.e.refuse(RefuseUnsound, typ+": "+unsoundGetters[typ])
+		default:
+			c.e.refuse(RefuseGetter, typ)
+		}
 	}
 	return out
 }

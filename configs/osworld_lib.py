@@ -161,11 +161,59 @@ def get_vm_command_line(cfg):
     return run_bounded(cfg["command"])
 
 
+def _profile(name):
+    """Chromium's profile file name as guestd handed it to the verifier
+    ($SK_BROWSER, after before_score closed the browser), parsed as JSON;
+    {} when it is missing or malformed (a browser that never wrote it)."""
+    d = os.environ.get("SK_BROWSER")
+    if not d:
+        return {}
+    try:
+        with open(os.path.join(d, name), "rb") as f:
+            b = f.read(MAX_BYTES + 1)
+        v = json.loads(b) if len(b) <= MAX_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _dict(v):
+    return v if isinstance(v, dict) else {}
+
+
+def get_enable_do_not_track(cfg):
+    return "true" if _profile("Preferences").get("enable_do_not_track") else "false"
+
+
+def get_enable_enhanced_safety_browsing(cfg):
+    return "true" if _dict(_profile("Preferences").get("safebrowsing")).get("enhanced") else "false"
+
+
+def get_profile_name(cfg):
+    return _dict(_profile("Preferences").get("profile")).get("name")
+
+
+def get_bookmarks(cfg):
+    return _dict(_profile("Bookmarks").get("roots")) or []
+
+
+def get_chrome_font_size(cfg):
+    # OSWorld's getter: the profile's web preferences, or Chrome's defaults
+    # when none is set.
+    prefs = _dict(_dict(_profile("Preferences").get("webkit")).get("webprefs"))
+    return prefs or {"default_fixed_font_size": 13, "default_font_size": 16, "minimum_font_size": 13}
+
+
 GETTERS = {
     "vm_file": get_vm_file,
     "cloud_file": get_cloud_file,
     "rule": get_rule,
     "vm_command_line": get_vm_command_line,
+    "enable_do_not_track": get_enable_do_not_track,
+    "enable_enhanced_safety_browsing": get_enable_enhanced_safety_browsing,
+    "profile_name": get_profile_name,
+    "bookmarks": get_bookmarks,
+    "chrome_font_size": get_chrome_font_size,
 }
 
 
@@ -301,6 +349,26 @@ def check_list(result, rules):
     return float(all(seen) and clean)
 
 
+def is_expected_bookmarks(bookmarks, rule):
+    if not bookmarks:
+        return 0.0
+    bar = [b for b in bookmarks["bookmark_bar"]["children"] if isinstance(b, dict)]
+    if rule["type"] == "bookmark_bar_folders_names":
+        return float({b.get("name") for b in bar if b.get("type") == "folder"} == set(rule["names"]))
+    if rule["type"] == "bookmark_bar_websites_urls":
+        return float({b.get("url") for b in bar if b.get("type") == "url"} == set(rule["urls"]))
+    raise ValueError("rule type %r" % rule["type"])
+
+
+def check_font_size(font_size, rule):
+    size = font_size["default_font_size"]
+    if rule["type"] == "value":
+        return float(size == rule["value"])
+    if rule["type"] == "range":
+        return float(rule["min"] < size < rule["max"])
+    raise ValueError("rule type %r" % rule["type"])
+
+
 METRICS = {
     "exact_match": exact_match,
     "check_include_exclude": check_include_exclude,
@@ -313,6 +381,8 @@ METRICS = {
     "compare_csv": compare_csv,
     "file_contains": file_contains,
     "check_list": check_list,
+    "is_expected_bookmarks": is_expected_bookmarks,
+    "check_font_size": check_font_size,
 }
 
 

@@ -103,6 +103,22 @@ func (c *conv) step(s oswStep) {
 			c.e.note("dropped: a pyautogui click that focuses the desktop")
 			return
 		}
+		if opensTerminal(argv) {
+			// OSWorld opens its terminal with ctrl+alt+t; the sandbox's
+			// is a launched xterm.
+			if !c.apps["xterm"] {
+				c.apps["xterm"] = true
+				c.setup = append(c.setup, SetupStep{LaunchApp: &LaunchApp{App: "xterm"}})
+			}
+			c.e.note("pyautogui's ctrl+alt+t (open a terminal): an xterm")
+			return
+		}
+		if m := sudoMkdir.FindStringSubmatch(sh); m != nil {
+			// The sandbox has no sudo; the setup runs as the agent, who owns
+			// the home. The directory is the agent's instead of root's.
+			sh = m[1]
+			c.e.note("sudo mkdir: mkdir as the agent (the directory is not root's)")
+		}
 		cmd, ok := c.shellCommand(argv, sh, "HOME")
 		if !ok {
 			return
@@ -159,6 +175,21 @@ func isFocusClick(argv []string) bool {
 	}
 	return focusClick.MatchString(strings.ReplaceAll(argv[2], " ", ""))
 }
+
+// opensTerminal is a pyautogui program that clicks, sleeps and presses
+// ctrl+alt+t (GNOME's shortcut for a terminal), and nothing else.
+func opensTerminal(argv []string) bool {
+	if len(argv) != 3 || (argv[0] != "python" && argv[0] != "python3") || argv[1] != "-c" {
+		return false
+	}
+	return terminalKeys.MatchString(strings.ReplaceAll(strings.ReplaceAll(argv[2], " ", ""), `"`, "'"))
+}
+
+var terminalKeys = regexp.MustCompile(`^importpyautogui;(importtime;)?(time\.sleep\([\d.]+\);|pyautogui\.click\(\d+,\d+\);)*pyautogui\.hotkey\('ctrl','alt','t'\);?(time\.sleep\([\d.]+\);?)?$`)
+
+// sudoMkdir is `echo PASSWORD | sudo -S mkdir ...`, the one use of sudo
+// in OSWorld's setups that the agent's own rights can do.
+var sudoMkdir = regexp.MustCompile(`^\s*echo\s+(?:'[^']*'|"[^"]*"|\S+)\s*\|\s*sudo\s+-S\s+(mkdir\s[^;&|<>` + "`" + `$]*)$`)
 
 var focusClick = regexp.MustCompile(`^importpyautogui;(importtime;)?pyautogui\.click\(\d+,\d+\);(time\.sleep\([\d.]+\);?)?$`)
 

@@ -46,7 +46,7 @@ func fakeGuestd(t *testing.T) string {
 
 // runSpec runs the verifier of spec (an evaluator spec as the importer
 // writes it) with home as the agent's home and ended as SK_ENDED.
-func runSpec(t *testing.T, spec map[string]any, home, ended string) string {
+func runSpec(t *testing.T, spec map[string]any, home, ended string, env ...string) string {
 	t.Helper()
 	if _, err := os.Stat(testPython); err != nil {
 		t.Skip("no " + testPython)
@@ -65,6 +65,7 @@ func runSpec(t *testing.T, spec map[string]any, home, ended string) string {
 	cmd := exec.Command("/bin/sh", "-c", osworldVerifier(b))
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "AGENT_HOME=" + home, "SK_GUESTD=" + fakeGuestd(t), "SK_ENDED=" + ended, "HOME=" + cmd.Dir, "SK_OSWORLD_CMD_SECONDS=3", "SK_OSWORLD_BUDGET_SECONDS=5"}
+	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	// The verifier's own limit, as the server sets one: the getters' budget
@@ -170,6 +171,87 @@ func TestOSWorldMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The browser getters read the profile files guestd hands the verifier in
+// $SK_BROWSER (Preferences, Bookmarks): what they must score, and what a
+// missing, malformed, oversized or odd-shaped file scores (0, never a
+// scorer error).
+func TestOSWorldBrowserGetters(t *testing.T) {
+	home := t.TempDir()
+	profile := func(t *testing.T, files map[string]string) string {
+		d := t.TempDir()
+		for name, text := range files {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return "SK_BROWSER=" + d
+	}
+	exact := func(getter, want string) map[string]any {
+		return map[string]any{"func": "exact_match", "result": map[string]any{"type": getter}, "expected": rule(map[string]any{"expected": want})}
+	}
+	folders := map[string]any{"func": "is_expected_bookmarks", "result": map[string]any{"type": "bookmarks"},
+		"expected": rule(map[string]any{"type": "bookmark_bar_folders_names", "names": []string{"Favorites"}})}
+	font := map[string]any{"func": "check_font_size", "result": map[string]any{"type": "chrome_font_size"},
+		"expected": rule(map[string]any{"type": "range", "min": 16, "max": 99999})}
+	bar := func(children string) string {
+		return `{"roots": {"bookmark_bar": {"children": ` + children + `}, "other": {"children": []}}}`
+	}
+	huge := `{"enable_do_not_track": true, "pad": "` + strings.Repeat("x", 1<<20) + `"}`
+	cases := []struct {
+		name  string
+		spec  map[string]any
+		files map[string]string // nil: no $SK_BROWSER at all
+		want  string
+	}{
+		{"do not track on", exact("enable_do_not_track", "true"), map[string]string{"Preferences": `{"enable_do_not_track": true}`}, "1"},
+		{"do not track off", exact("enable_do_not_track", "true"), map[string]string{"Preferences": `{"enable_do_not_track": false}`}, "0"},
+		{"do not track, a fresh profile", exact("enable_do_not_track", "true"), map[string]string{"Preferences": `{"profile": {"name": "Your Chromium"}}`}, "0"},
+		{"no profile handed over", exact("enable_do_not_track", "true"), nil, "0"},
+		{"preferences missing", exact("enable_do_not_track", "true"), map[string]string{"Bookmarks": bar("[]")}, "0"},
+		{"preferences malformed", exact("enable_do_not_track", "true"), map[string]string{"Preferences": `{"enable_do_not_track": tr`}, "0"},
+		{"preferences a list", exact("enable_do_not_track", "true"), map[string]string{"Preferences": `[true]`}, "0"},
+		{"preferences oversized", exact("enable_do_not_track", "true"), map[string]string{"Preferences": huge}, "0"},
+		{"enhanced protection", exact("enable_enhanced_safety_browsing", "true"), map[string]string{"Preferences": `{"safebrowsing": {"enhanced": true}}`}, "1"},
+		{"standard protection", exact("enable_enhanced_safety_browsing", "true"), map[string]string{"Preferences": `{"safebrowsing": {"enabled": true}}`}, "0"},
+		{"safebrowsing not an object", exact("enable_enhanced_safety_browsing", "true"), map[string]string{"Preferences": `{"safebrowsing": "enhanced"}`}, "0"},
+		{"profile name", exact("profile_name", "Thomas"), map[string]string{"Preferences": `{"profile": {"name": "Thomas"}}`}, "1"},
+		{"profile name wrong", exact("profile_name", "Thomas"), map[string]string{"Preferences": `{"profile": {"name": "Tom"}}`}, "0"},
+		{"profile not an object", exact("profile_name", "Thomas"), map[string]string{"Preferences": `{"profile": "Thomas"}`}, "0"},
+		{"bookmark folder", folders, map[string]string{"Bookmarks": bar(`[{"type": "folder", "name": "Favorites", "children": []}]`)}, "1"},
+		{"bookmark folder misnamed", folders, map[string]string{"Bookmarks": bar(`[{"type": "folder", "name": "Favourites", "children": []}]`)}, "0"},
+		{"bookmark folder and another", folders, map[string]string{"Bookmarks": bar(`[{"type": "folder", "name": "Favorites"}, {"type": "folder", "name": "x"}]`)}, "0"},
+		{"bookmark, not a folder", folders, map[string]string{"Bookmarks": bar(`[{"type": "url", "name": "Favorites", "url": "http://a.test/"}]`)}, "0"},
+		{"bookmarks without a bar", folders, map[string]string{"Bookmarks": `{"roots": {"other": {"children": []}}}`}, "0"},
+		{"bookmarks children not a list", folders, map[string]string{"Bookmarks": bar(`"Favorites"`)}, "0"},
+		{"no bookmarks file", folders, map[string]string{}, "0"},
+		{"font size largest", font, map[string]string{"Preferences": `{"webkit": {"webprefs": {"default_font_size": 72}}}`}, "1"},
+		{"font size default", font, map[string]string{"Preferences": `{"webkit": {"webprefs": {"default_font_size": 16}}}`}, "0"},
+		{"font size never set", font, map[string]string{"Preferences": `{}`}, "0"},
+		{"font size not a number", font, map[string]string{"Preferences": `{"webkit": {"webprefs": {"default_font_size": "72"}}}`}, "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var env []string
+			if tc.files != nil {
+				env = append(env, profile(t, tc.files))
+			}
+			if got := runSpec(t, tc.spec, home, "done", env...); got != tc.want {
+				t.Errorf("reward %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// ts0 loads the tasks an import wrote.
+func ts0(t *testing.T, dir string) map[string]*Task {
+	t.Helper()
+	ts, err := LoadTasks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
 }
 
 // The vm_file getter reads through the safe reader: a link, a FIFO, a
@@ -379,6 +461,25 @@ func TestImportOSWorld(t *testing.T) {
 	put("multi_apps", "editor", map[string]any{"related_apps": []string{"os"}, "config": []any{
 		map[string]any{"type": "launch", "parameters": map[string]any{"command": "mousepad /home/user/Desktop/a.txt"}}},
 		"evaluator": map[string]any{"func": "infeasible"}})
+	// Chrome's profile read after a restart (postconfig), a getter this
+	// Chromium makes unsound, a rule the bookmarks metric does not read;
+	// sudo mkdir and pyautogui's terminal shortcut in a setup.
+	chrome := []any{map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"google-chrome", "--remote-debugging-port=1337"}}}}
+	put("chrome", "prefs", map[string]any{"related_apps": []string{"chrome"}, "config": chrome,
+		"evaluator": map[string]any{"func": "exact_match", "result": map[string]any{"type": "profile_name"}, "expected": rule(map[string]any{"expected": "Thomas"}),
+			"postconfig": []any{map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"pkill", "chrome"}}},
+				map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"google-chrome", "--remote-debugging-port=1337"}}}}}})
+	put("chrome", "unsound", map[string]any{"related_apps": []string{"chrome"}, "config": chrome,
+		"evaluator": map[string]any{"func": "exact_match", "result": map[string]any{"type": "data_delete_automacally"}, "expected": rule(map[string]any{"expected": "true"})}})
+	put("chrome", "liked", map[string]any{"related_apps": []string{"chrome"}, "config": chrome,
+		"evaluator": map[string]any{"func": "is_expected_bookmarks", "result": map[string]any{"type": "bookmarks"}, "expected": rule(map[string]any{"type": "liked_authors_websites_urls", "urls": []string{}})}})
+	put("os", "sudo-mkdir", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "execute", "parameters": map[string]any{"command": "echo 'password' | sudo -S mkdir ~/Desktop/a", "shell": true}},
+		map[string]any{"type": "execute", "parameters": map[string]any{"command": []string{"python", "-c", "import pyautogui; import time; time.sleep(0.5); pyautogui.click(960, 540); time.sleep(0.5); pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.5)"}}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
+	put("os", "sudo-rm", map[string]any{"related_apps": []string{"os"}, "config": []any{
+		map[string]any{"type": "execute", "parameters": map[string]any{"command": "echo 'password' | sudo -S rm -rf /tmp/x; mkdir ~/a", "shell": true}}},
+		"evaluator": map[string]any{"func": "infeasible"}})
 	// An id that would climb out of --out.
 	put("os", "x", map[string]any{"related_apps": []string{"os"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
 	b, _ := os.ReadFile(filepath.Join(ex, "os", "x.json"))
@@ -404,19 +505,28 @@ func TestImportOSWorld(t *testing.T) {
 		"sudo": "missing_program sudo", "metric": "unsupported_metric is_utc_0", "getter": "unsupported_getter vm_terminal_output",
 		"app": "unsupported_app gimp", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
 		"post": "unsupported_config postconfig:execute", "escape": "outside_home /home/user/../../etc/a.txt",
-		"nocache": "missing_cache_file gone.txt",
+		"nocache": "missing_cache_file gone.txt", "prefs": "imported", "sudo-mkdir": "imported",
+		"unsound": "unsound_verifier " + "data_delete_automacally: " + unsoundGetters["data_delete_automacally"],
+		"liked":   "unsupported_metric is_expected_bookmarks:liked_authors_websites_urls", "sudo-rm": "missing_program sudo",
 	}
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("%s: %q, want %q", id, got[id], w)
 		}
 	}
-	if rep.Imported != 6 || rep.Domains["os"].Imported != 3 || rep.Domains["os"].Refused[RefuseProgram] != 1 {
+	if rep.Imported != 8 || rep.Domains["os"].Imported != 4 || rep.Domains["os"].Refused[RefuseProgram] != 2 {
 		t.Errorf("counts: %+v %+v", rep, rep.Domains["os"])
 	}
 	names, _ := filepath.Glob(filepath.Join(out, "*"))
-	if len(names) != 6 {
+	if len(names) != 8 {
 		t.Errorf("written: %v", names)
+	}
+	if p := ts0(t, out)["osworld-prefs"]; p == nil || len(p.BeforeScore) != 1 || p.BeforeScore[0].Browser == nil || !p.BeforeScore[0].Browser.Close {
+		t.Errorf("prefs: before_score %+v; want the browser closed", p)
+	}
+	if m := ts0(t, out)["osworld-sudo-mkdir"]; m == nil || len(m.InstanceSetup) != 1 || m.InstanceSetup[0].Exec.Shell != `mkdir ~/Desktop/a` ||
+		strings.Join(m.Apps, ",") != "xterm" {
+		t.Errorf("sudo-mkdir: %+v", m)
 	}
 	if _, err := os.Stat(filepath.Join(out, "osworld-evil.json")); err != nil {
 		t.Errorf("the climbing id is not sanitized: %v", err)
@@ -489,7 +599,7 @@ func TestImportOSWorld(t *testing.T) {
 	}
 	var sb strings.Builder
 	rep.WriteText(&sb)
-	if !strings.Contains(sb.String(), "6 imported, 9 refused") {
+	if !strings.Contains(sb.String(), "8 imported, 12 refused") {
 		t.Errorf("report:\n%s", sb.String())
 	}
 }

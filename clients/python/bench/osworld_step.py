@@ -9,11 +9,14 @@ screenshot. This plays the same actions both ways on one server, in one run:
 - ``osworld``: the action with settling off, a 2 s sleep, then a
   screenshot (a second Shinken step), as OSWorld's VM does it.
 
-    python3 clients/python/bench/osworld_step.py URL [ROUNDS]
+    python3 clients/python/bench/osworld_step.py URL [ROUNDS] [CHROME_TASK_JSON]
 
 URL serves the imported task osworld-e2e-mkdir
-(cmd/envserver/testdata/osworld, docs/osworld.md). Prints one JSON object:
-per mode, the p50 and p95 of a step's wall time (ms) and their ratio.
+(cmd/envserver/testdata/osworld, docs/osworld.md): the actions go to its
+xterm. With CHROME_TASK_JSON (an imported OSWorld chrome task, e.g.
+chrome/030eeff7-....json of OSWorld's set) they go to Chromium instead:
+the address bar, a settings page, a scroll. Prints one JSON object: per
+mode, the p50 and p95 of a step's wall time (ms) and their ratio.
 """
 
 import json
@@ -30,6 +33,11 @@ TASK = {"id": "e2e-mkdir", "instruction": "Create a folder named todo_2024 on th
 ACTIONS = ["pyautogui.click(200, 200)", "pyautogui.typewrite('echo shinken')", "pyautogui.press('enter')",
            "pyautogui.hotkey('ctrl', 'l')"]
 SLEEP_S = 2.0
+if len(sys.argv) > 3:
+    with open(sys.argv[3]) as f:
+        TASK = json.load(f)
+    ACTIONS = ["pyautogui.hotkey('ctrl', 'l')", "pyautogui.typewrite('chrome://settings')", "pyautogui.press('enter')",
+               "pyautogui.scroll(-5)"]
 
 
 def pct(xs, q):
@@ -40,6 +48,7 @@ def pct(xs, q):
 def main():
     env = DesktopEnv(action_space="pyautogui", url=URL, require_a11y_tree=False)
     times = {"desktopenv": [], "osworld": []}
+    per_action = {a: [] for a in ACTIONS}
     try:
         for _ in range(ROUNDS):
             env.reset(task_config=TASK)
@@ -48,6 +57,7 @@ def main():
                 obs, _, _, _ = env.step(a, SLEEP_S)
                 assert obs["screenshot"]
                 times["desktopenv"].append(time.monotonic() - t0)
+                per_action[a].append(time.monotonic() - t0)
             env.reset(task_config=TASK)
             for a in ACTIONS:
                 t0 = time.monotonic()
@@ -62,6 +72,7 @@ def main():
         env.close()
     out = {m: {"steps": len(v), "p50_ms": round(1000 * pct(v, 0.5), 1), "p95_ms": round(1000 * pct(v, 0.95), 1)}
            for m, v in times.items()}
+    out["desktopenv_p50_ms_by_action"] = {a: round(1000 * pct(v, 0.5), 1) for a, v in per_action.items()}
     out["ratio_p50"] = round(out["osworld"]["p50_ms"] / out["desktopenv"]["p50_ms"], 1)
     print(json.dumps(out))
 

@@ -62,6 +62,8 @@ NS = {
 for _p, _u in NS.items():
     ET.register_namespace(_p, _u)
 
+#: OSWorld's home, which the importer writes as ~ in instructions.
+OSWORLD_HOME = "/home/user"
 #: The special actions of both of OSWorld's action spaces.
 SPECIAL = ("WAIT", "FAIL", "DONE")
 #: A recording keeps at most this many distinct frames.
@@ -219,7 +221,11 @@ class DesktopEnv:
         self._own = client is None
         spec = self.client.spec()
         self._tasks = {t.get("id") for t in spec.get("tasks") or ()}
-        sc = (spec.get("observation") or {}).get("screen") or {}
+        ob = spec.get("observation") or {}
+        #: The server's default settle ({first_ms, quiet_ms, max_ms}), which
+        #: a step's pause bounds.
+        self.settle: Dict[str, int] = dict((ob.get("default") or {}).get("settle") or {})
+        sc = ob.get("screen") or {}
         self.server_screen: Tuple[int, int] = (int(sc.get("w") or 0), int(sc.get("h") or 0))
         self.screen_size: Tuple[int, int] = tuple(screen_size) if screen_size else self.server_screen  # type: ignore
         if not all(self.screen_size):
@@ -270,8 +276,15 @@ class DesktopEnv:
             env["env_id"] = self.env_id
         slot = self._one(self.client.reset([env], self._observe()))
         self.env_id, self.episode_id = slot.env_id, slot.episode_id
+        served = slot.info.get("instruction")
         if self.instruction is None:
-            self.instruction = slot.info.get("instruction")
+            self.instruction = served
+        elif served is not None and served != self.instruction.replace(OSWORLD_HOME + "/", "~/"):
+            # OSWorld's set has ids under two domains with different tasks;
+            # the server holds one of them.
+            bad, self._task = self._task, None
+            raise NotFound(f"task {bad} on the server is another task than this example (same id, "
+                           f"instruction {served!r})")
         return self._observation(slot)
 
     def step(self, action: Any, pause: float = 0.5) -> Tuple[Dict[str, Any], float, bool, Dict[str, Any]]:
@@ -365,7 +378,11 @@ class DesktopEnv:
         if self.require_a11y_tree:
             o["a11y"] = "tree"
         if settle_ms > 0:
-            o["settle"] = {"quiet_ms": min(300, settle_ms), "max_ms": settle_ms}
+            # The server's settle with the pause as its ceiling; each bound
+            # given, as an absent one means 0, not the server's.
+            o["settle"] = {k: min(int(self.settle.get(k, v)), settle_ms)
+                           for k, v in (("first_ms", 200), ("quiet_ms", 300))}
+            o["settle"]["max_ms"] = settle_ms
         return o
 
     def _one(self, slots: List[Any]) -> Any:

@@ -102,3 +102,28 @@ def test_task_id_as_the_importer_names_it(osworld_id, want):
 def test_task_id_refused(osworld_id):
     with pytest.raises(BadRequest):
         task_id(osworld_id)
+
+
+class _SpecOnly:
+    """The one call DesktopEnv's constructor makes, answered as a server's
+    /v1/spec would (the step path runs against a real server in
+    cmd/envserver's TestImportOSWorldEndToEnd)."""
+
+    def spec(self):
+        return {"observation": {"default": {"format": "png", "settle": {"first_ms": 200, "quiet_ms": 300, "max_ms": 2000}},
+                                "screen": {"w": 1280, "h": 800}}, "tasks": []}
+
+
+def test_pause_bounds_the_servers_settle():
+    from shinken.osworld import DesktopEnv
+
+    env = DesktopEnv(client=_SpecOnly())
+    # Every bound is sent: an absent first_ms is 0 on the server, which
+    # would capture before the app drew the action.
+    assert env._observe(2000)["settle"] == {"first_ms": 200, "quiet_ms": 300, "max_ms": 2000}
+    assert env._observe(150)["settle"] == {"first_ms": 150, "quiet_ms": 150, "max_ms": 150}
+    assert "settle" not in env._observe(0)
+    assert env._observe(0)["a11y"] == "tree"
+    assert env._coords() == "screen"
+    env.screen_size = (1920, 1080)
+    assert env._coords() == {"w": 1920, "h": 1080}
