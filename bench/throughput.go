@@ -320,8 +320,9 @@ func (b *runner) worker(ctx context.Context, c *client.Client, task *configs.Tas
 			if res.Terminated || res.Truncated {
 				if cnt.counting.Load() {
 					cnt.episodes.Add(1)
+					v, _ := res.Scored()
 					cnt.mu.Lock()
-					cnt.rewards += res.Reward
+					cnt.rewards += v
 					cnt.mu.Unlock()
 				}
 				break

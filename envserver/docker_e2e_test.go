@@ -38,7 +38,7 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 	child := fr.Results[0].EnvID
 	defer closeEnvs(s, child)
 	done := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: child, Action: &aci.Action{Verb: aci.Done}}}})
-	if got := done.Results[0].Reward; got != 1 {
+	if got := rv(done.Results[0]); got != 1 {
 		t.Errorf("forked container: got reward %v; want 1 (inherits the parent's file)", got)
 	}
 	// A named checkpoint of the same episode: a committed layer the server
@@ -63,8 +63,8 @@ func TestDockerProviderEndToEnd(t *testing.T) {
 		t.Errorf("containers from one checkpoint start on different frames")
 	}
 	kd := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: kids[0], Action: &aci.Action{Verb: aci.Done}}, {EnvID: kids[1], Action: &aci.Action{Verb: aci.Done}}}})
-	if kd.Results[0].Reward != 1 || kd.Results[1].Reward != 1 {
-		t.Errorf("containers from the checkpoint: rewards %v, %v; want 1 (the checkpoint's file)", kd.Results[0].Reward, kd.Results[1].Reward)
+	if rv(kd.Results[0]) != 1 || rv(kd.Results[1]) != 1 {
+		t.Errorf("containers from the checkpoint: rewards %v, %v; want 1 (the checkpoint's file)", rv(kd.Results[0]), rv(kd.Results[1]))
 	}
 	var del api.CheckpointDeleteReply
 	if err := ckRequest(t, s, "DELETE", "/v1/checkpoint/"+ck.CheckpointID, &del); err != nil || !del.Deleted {

@@ -73,8 +73,8 @@ func TestExitReasons(t *testing.T) {
 			if tr := episode(res.EpisodeID); tr.ExitReason != tc.want || tr.EndedAt == nil {
 				t.Errorf("stored episode: exit %q ended %v; want %s", tr.ExitReason, tr.EndedAt, tc.want)
 			}
-			if tc.want == trajectory.ScorerError && (res.Info.Error == nil || res.Reward != 0) {
-				t.Errorf("scorer_error: info error %v reward %v; want the verifier's failure and no reward", res.Info.Error, res.Reward)
+			if tc.want == trajectory.ScorerError && (res.Info.Error == nil || res.Reward != nil) {
+				t.Errorf("scorer_error: info error %v reward %v; want the verifier's failure and reward null", res.Info.Error, rv(res))
 			}
 		})
 	}

@@ -255,7 +255,7 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 	}
 	tObs := time.Since(t1)
 	rec.ObsFrame, rec.ObsTree, rec.Error = obs.Frame, obs.Tree, aci.AsError(agentErr)
-	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs,
+	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Reward: api.Score(0),
 		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
 			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
 	for k, us := range e.lastTimings {
@@ -291,18 +291,19 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		case v.err != nil && isDeath(v.err, e.lease):
 			reason = trajectory.Resolve(reason, trajectory.SandboxDied)
 			res.Info.Error = wireError(v.err)
+			res.Reward = nil // not a score
 		case v.err != nil:
 			res.Info.Error = aci.AsError(v.err) // scorer_error, with the output kept
 			reason = trajectory.Resolve(reason, trajectory.ReasonFor(res.Info.Error.Code))
+			res.Reward = nil // not a score
 		default:
-			res.Reward = v.reward
+			res.Reward = api.Score(v.reward)
 			reason = trajectory.Resolve(reason, trajectory.TaskComplete)
 		}
-		res.Info.Verdict = &api.Verdict{Reward: res.Reward, Error: v.failed}
-		if v.err != nil {
-			res.Info.Verdict = nil
+		if v.err == nil {
+			res.Info.Verdict = &api.Verdict{Reward: v.reward, Error: v.failed}
 		}
-		rec.Reward = res.Reward
+		rec.Reward, _ = res.Scored()
 		rec.Error = res.Info.Error
 		if v.failed != nil {
 			rec.Error = v.failed // what the verifier said of the agent's state

@@ -376,7 +376,8 @@ func (s *Server) runPlay(ctx context.Context, family string, p *play, env *strin
 			return playResult{err: fmt.Errorf("step %d: %v", k, r.Error)}
 		}
 		if r.Terminated || r.Truncated {
-			out.reward, out.reason = r.Reward, r.Info.ExitReason
+			out.reward, _ = r.Scored()
+			out.reason = r.Info.ExitReason
 			if r.Info.Error != nil && out.reason != string(trajectory.TaskComplete) {
 				out.err = fmt.Errorf("ended %s: %v", out.reason, r.Info.Error)
 			}

@@ -153,8 +153,8 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("env B step %d: %v %+v", i, res.Error, res.Info)
 		}
 		epB = res.EpisodeID
-		if i == len(steps)-1 && (!res.Terminated || res.Reward != 1) {
-			t.Fatalf("env B: got terminated=%v reward %v; want a passed episode", res.Terminated, res.Reward)
+		if i == len(steps)-1 && (!res.Terminated || rv(res) != 1) {
+			t.Fatalf("env B: got terminated=%v reward %v; want a passed episode", res.Terminated, rv(res))
 		}
 	}
 

@@ -69,8 +69,8 @@ func BenchmarkDoneToReward(b *testing.B) {
 					res := benchStep(b, s, env, []aci.Action{{Verb: aci.Done}})
 					b.StopTimer()
 					want := map[bool]float64{true: 1, false: 0}[solved]
-					if res.Reward != want || res.Info == nil {
-						b.Fatalf("done: got reward %v (%+v); want %v", res.Reward, res.Info, want)
+					if rv(res) != want || res.Info == nil {
+						b.Fatalf("done: got reward %v (%+v); want %v", rv(res), res.Info, want)
 					}
 					verifyUS += res.Info.Timings["verify_us"]
 					freezeUS += res.Info.Timings["freeze_us"]
@@ -110,8 +110,8 @@ func BenchmarkUnsolvedDone(b *testing.B) {
 				b.StartTimer()
 				res := benchStep(b, s, env, []aci.Action{{Verb: aci.Done}})
 				b.StopTimer()
-				if res.Reward != 0 || res.Info.ExitReason != "task_complete" {
-					b.Fatalf("done: got reward %v exit %q; want 0 task_complete", res.Reward, res.Info.ExitReason)
+				if rv(res) != 0 || res.Info.ExitReason != "task_complete" {
+					b.Fatalf("done: got reward %v exit %q; want 0 task_complete", rv(res), res.Info.ExitReason)
 				}
 				s.Call("/v1/close", api.CloseRequest{EnvIDs: []string{env}}, nil)
 			}

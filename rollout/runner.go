@@ -541,7 +541,7 @@ func (r *runner) episode(ctx context.Context, j Job, attempt int, last bool, sta
 			lastErr = res.Info.Error
 		}
 		if res.Terminated || res.Truncated {
-			o.reward = res.Reward
+			o.reward, _ = res.Scored() // not a score: the exit reason is infrastructure's
 			if res.Info != nil {
 				o.exit = res.Info.ExitReason
 			}

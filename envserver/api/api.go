@@ -185,11 +185,16 @@ type Verdict struct {
 
 // Result is one env's slot in a reset/step/fork reply. When Error is set the
 // env failed this call and the other fields may be empty.
+//
+// Reward is a step's reward: 0 until the step that ends the episode, which
+// carries the verifier's score; nil (null on the wire) when that end is not
+// a score (scorer_error, sandbox_died: docs/api.md, "Rewards") and on reset
+// and fork results, so that no reader averages a fake 0.
 type Result struct {
 	EnvID      string           `msgpack:"env_id" json:"env_id"`
 	EpisodeID  string           `msgpack:"episode_id,omitempty" json:"episode_id,omitempty"`
 	Obs        *aci.Observation `msgpack:"obs,omitempty" json:"obs,omitempty"`
-	Reward     float64          `msgpack:"reward" json:"reward"`
+	Reward     *float64         `msgpack:"reward" json:"reward"`
 	Terminated bool             `msgpack:"terminated" json:"terminated"`
 	Truncated  bool             `msgpack:"truncated" json:"truncated"`
 	Info       *Info            `msgpack:"info,omitempty" json:"info,omitempty"`
@@ -313,4 +318,16 @@ type Spec struct {
 	Tasks       []TaskInfo      `msgpack:"tasks" json:"tasks"`
 	Pool        PoolSpec        `msgpack:"pool" json:"pool"`
 	Limits      Limits          `msgpack:"limits" json:"limits"`
+}
+
+// Score is a Reward that is a score.
+func Score(v float64) *float64 { return &v }
+
+// Scored is r's reward and whether it is a score (false: null on the
+// wire, or the result of a reset, a fork or a failed call).
+func (r *Result) Scored() (float64, bool) {
+	if r.Reward == nil {
+		return 0, false
+	}
+	return *r.Reward, true
 }

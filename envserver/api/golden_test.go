@@ -129,7 +129,7 @@ func goldenValues() map[string]any {
 		},
 		"step_reply": BatchReply{
 			Results: []Result{
-				{EnvID: "env-1", Obs: goldenObs(hashB), Reward: 1, Terminated: true, Info: &Info{
+				{EnvID: "env-1", Obs: goldenObs(hashB), Reward: Score(1), Terminated: true, Info: &Info{
 					Step: 3, ExitReason: string(trajectory.TaskComplete), Task: "xterm-hello-file",
 					Timings: map[string]int64{"act_us": 12000, "verify_us": 250000, "capture_us": 800},
 					Settle:  &aci.SettleInfo{WaitedMS: 74, Damaged: true},
@@ -138,7 +138,7 @@ func goldenValues() map[string]any {
 						{Status: aci.StatusOK}},
 					Coords: "frame",
 				}},
-				{EnvID: "env-2", Obs: goldenObs(hashA), Reward: 0, Truncated: true, Info: &Info{
+				{EnvID: "env-2", Obs: goldenObs(hashA), Reward: Score(0), Truncated: true, Info: &Info{
 					// A final step that the sandbox refused: agent_error outranks max_steps.
 					Step: 10, ExitReason: string(trajectory.AgentError),
 					Error:   &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"},
@@ -146,6 +146,11 @@ func goldenValues() map[string]any {
 					Results: []aci.ActionResult{{Status: string(aci.CodeInvalidAction), Error: &aci.Error{Code: aci.CodeInvalidAction, Message: "point (5000, 10) is off the 1280x800 screen"}}, {Status: aci.StatusSkipped}},
 				}},
 				{EnvID: "env-3", Error: &aci.Error{Code: aci.CodeDialectError, Message: "cannot parse model output", Detail: map[string]any{"snippet": "pyautogui.clik("}}},
+				// An end that is not a score: reward null.
+				{EnvID: "env-4", Obs: goldenObs(hashB), Terminated: true, Info: &Info{
+					Step: 2, ExitReason: string(trajectory.ScorerError), Task: "xterm-hello-file",
+					Error: &aci.Error{Code: aci.CodeScorerError, Message: "the verifier printed no number, on the task's clean state too"},
+				}},
 			},
 			Frames: map[string][]byte{hashB: rawFrame},
 		},

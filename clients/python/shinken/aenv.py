@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import wire
 from .aio import AsyncClient, Slot
 from .multi import connect
-from .errors import (BadRequest, NotFound, SandboxDied, ShinkenError, StepTimeout, TransportError,
+from .errors import (BadRequest, NotFound, NotScored, SandboxDied, ShinkenError, StepTimeout, TransportError,
                      error_from_wire)
 
 OBS_MODES = ("array", "bytes", "lazy")
@@ -50,6 +50,17 @@ def slot_info(s: Slot, instruction: Optional[str] = None) -> Dict[str, Any]:
             if s.obs.get(key) is not None:
                 info[key] = s.obs[key]
     return info
+
+
+def step_reward(s: Slot, obs: Any, info: Dict[str, Any]) -> float:
+    """A step's reward for Gymnasium: a float, or NotScored raised when the
+    step ended the episode without a score (the wire's null)."""
+    if s.reward is not None:
+        return s.reward
+    reason = str(s.info.get("exit_reason") or "")
+    raise NotScored(f"the episode ended {reason or 'unscored'}: its reward is not a score",
+                    exit_reason=reason, obs=obs, info=info, terminated=s.terminated, truncated=s.truncated,
+                    env_id=s.env_id)
 
 
 def slot_obs(s: Slot, obs_mode: str) -> Any:
@@ -335,7 +346,8 @@ class AsyncEnv:
 
     async def step(self, action: Any, **kw: Any) -> Tuple[Any, float, bool, bool, Dict[str, Any]]:
         s = await self.step_slot(action, **kw)
-        return await self._obs(s), s.reward, s.terminated, s.truncated, slot_info(s, self.instruction)
+        obs, info = await self._obs(s), slot_info(s, self.instruction)
+        return obs, step_reward(s, obs, info), s.terminated, s.truncated, info
 
     async def trajectory(self):
         """The current episode's Trajectory."""

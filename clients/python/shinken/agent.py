@@ -424,10 +424,11 @@ class AgentLoop:
                 break
             ep.timings["env_s"] += time.perf_counter() - te
             ep.timings["server_s"] += _server_s(s)
-            ep.reward += s.reward
+            r = s.reward or 0.0  # None: an unscored end, which the exit reason drops
+            ep.reward += r
             if s.info.get("error") is not None and not s.info.get("exit_reason") in DROP_EXITS:
                 ep.agent_errors += 1
-            self._record(ep, prompt_ids, ids, lp, prompt, s.reward)
+            self._record(ep, prompt_ids, ids, lp, prompt, r)
             ep.messages.append({"role": "assistant", "content": text})
             if s.terminated or s.truncated:
                 ep.env_exit_reason = str(s.info.get("exit_reason") or "")
@@ -529,12 +530,13 @@ class AgentLoop:
             return
         finally:
             ep.timings["env_s"] += time.perf_counter() - te
-        ep.reward += s.reward
+        r = s.reward or 0.0  # None: an unscored end, which the exit reason drops
+        ep.reward += r
         ep.env_exit_reason = str(s.info.get("exit_reason") or "")
         if ep.env_exit_reason in DROP_EXITS:
             ep.exit_reason = ep.env_exit_reason
         if ep.turns:
-            ep.turns[-1].reward += s.reward
+            ep.turns[-1].reward += r
 
     def _failed_start(self, ep: _Episode, err: ShinkenError, t0: float):
         ep.exit_reason, ep.error = _exit_of_error(err), err

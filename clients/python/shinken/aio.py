@@ -55,7 +55,7 @@ class Slot:
     obs: Optional[Dict[str, Any]] = None
     frame: Optional[Frame] = None
     cached: bool = False
-    reward: float = 0.0
+    reward: Optional[float] = 0.0  # None: not a score (a reset, a fork, an unscored end)
     terminated: bool = False
     truncated: bool = False
     info: Dict[str, Any] = field(default_factory=dict)
@@ -314,8 +314,9 @@ def parse_batch(reply: Any, cache: FrameCache, what: str = "reply", listed: Sequ
     for r in reply["results"]:
         if not isinstance(r, dict):
             raise ProtocolError(f"{what}: result is not a map")
+        rw = r.get("reward")
         s = Slot(env_id=r.get("env_id", ""), episode_id=r.get("episode_id") or "",
-                 reward=float(r.get("reward") or 0.0), terminated=bool(r.get("terminated")),
+                 reward=None if rw is None else float(rw), terminated=bool(r.get("terminated")),
                  truncated=bool(r.get("truncated")), info=dict(r.get("info") or {}))
         if r.get("error"):
             s.error = error_from_wire(r["error"], env_id=s.env_id)

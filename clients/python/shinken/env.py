@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _loop
-from .aenv import AsyncEnv, slot_info, slot_obs
+from .aenv import AsyncEnv, slot_info, slot_obs, step_reward
 from .aio import AsyncClient
 from .client import Client
 from .multi import connect
@@ -223,7 +223,8 @@ class Env(_EnvBase):
         whether the step ran.
         """
         s = _loop.run(self._a.step_slot(action, dialect=dialect, tokens=tokens, coords=coords))
-        return slot_obs(s, self.obs_mode), s.reward, s.terminated, s.truncated, slot_info(s, self.instruction)
+        obs, info = slot_obs(s, self.obs_mode), slot_info(s, self.instruction)
+        return obs, step_reward(s, obs, info), s.terminated, s.truncated, info
 
     def fork(self, n: int) -> Tuple[Any, Any, Dict[str, Any]]:
         """Branches this env into n new envs carrying its current state.

@@ -16,7 +16,7 @@ __all__ = [
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
     "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef", "CheckpointLimit",
-    "TransportError", "StepTimeout", "ProtocolError",
+    "TransportError", "StepTimeout", "ProtocolError", "NotScored",
     "BatchError", "CODES", "error_from_wire",
 ]
 
@@ -153,6 +153,22 @@ class TooLarge(ShinkenError):
 class ScorerError(ShinkenError):
     """The task's verifier gave no valid verdict; its output is in ``detail``."""
     code, http_status = "scorer_error", 502
+
+
+class NotScored(ShinkenError):
+    """The step ended the episode without a score (the server's reward is
+    null: ``scorer_error``, ``sandbox_died``; docs/api.md, "Rewards"): there
+    is no reward to return, and a 0 would be trained on. ``exit_reason``
+    says why; ``obs`` and ``info`` are the step's, ``terminated`` and
+    ``truncated`` its flags. Client-side (no wire code); picklable like
+    every ShinkenError. Drop the episode's sample."""
+
+    def __init__(self, message: str = "", *, exit_reason: str = "", obs: Any = None,
+                 info: Optional[Dict[str, Any]] = None, terminated: bool = False, truncated: bool = False,
+                 **kw: Any):
+        super().__init__(message, **kw)
+        self.exit_reason, self.obs, self.info = exit_reason, obs, info or {}
+        self.terminated, self.truncated = terminated, truncated
 
 
 class AgentError(ShinkenError):

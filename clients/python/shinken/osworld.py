@@ -319,7 +319,7 @@ class DesktopEnv:
             reason = slot.info.get("exit_reason") or ""
             self._ended = (slot.reward, reason, slot.info.get("verdict") or {})
             info["exit_reason"] = reason
-            if reason not in DROP_EXITS:
+            if slot.reward is not None and reason not in DROP_EXITS:
                 reward = float(slot.reward)
         info["step"] = self._step_no
         info["episode_id"] = self.episode_id
@@ -334,7 +334,7 @@ class DesktopEnv:
             self.step("DONE", 0)
         assert self._ended is not None
         reward, reason, verdict = self._ended
-        if reason in DROP_EXITS:
+        if reward is None or reason in DROP_EXITS:
             raise error_from_wire({"code": reason, "message": f"the episode ended {reason}: not a score ({verdict})"},
                                   env_id=self.env_id)
         return float(reward)

@@ -327,9 +327,13 @@ class VectorEnv(_VecBase):
             steps[i] = int(s.info.get("step") or 0)
             if autoreset[j]:
                 s.reward, s.terminated, s.truncated = 0.0, False, False
-            rew[j], term[j], trunc[j] = s.reward, s.terminated, s.truncated
+            # An end that is not a score is NaN, never a 0 a trainer would
+            # average (its info says exit_reason and scored False).
+            rew[j], term[j], trunc[j] = np.nan if s.reward is None else s.reward, s.terminated, s.truncated
             self._needs_reset[i] = self.autoreset is not AutoresetMode.DISABLED and (s.terminated or s.truncated)
             info = slot_info(s, self.instructions[i])
+            if s.reward is None:
+                info["scored"] = False
             if autoreset[j]:
                 info["autoreset"] = True
             add_info(infos, info, j, k)

@@ -9,6 +9,7 @@ and the server's own trajectory of the episode yields the same row.
 import asyncio
 import json
 
+import numpy as np
 import pytest
 
 import shinken
@@ -247,6 +248,35 @@ def test_scorer_error_is_dropped_not_zero(broken_server):
     assert out.reward_score is None and x["error"]["code"] == "scorer_error", x  # not scored: no stand-in 0
     assert out.response_mask == [1] * len(model.calls[0]["ids"]) and out.response_ids[-1] == IM_END
     assert IMAGE_PAD in out.prompt_ids
+
+
+def test_unscored_end_is_never_a_number(broken_server):
+    """reward: null on the wire (a verifier that fails on the clean state
+    too): Env.step raises the typed, picklable NotScored with the step's
+    observation and flags; VectorEnv's reward is NaN with scored False."""
+    import pickle
+
+    env = shinken.Env(broken_server.url, task="xterm-broken-verifier", token=broken_server.token, obs_mode="bytes")
+    try:
+        env.reset()
+        with pytest.raises(shinken.NotScored) as ei:
+            env.step({"verb": "done"})
+    finally:
+        env.close()
+    e = ei.value
+    assert e.exit_reason == "scorer_error" and e.terminated and not e.truncated and e.obs
+    assert isinstance(e.info.get("error"), shinken.ScorerError), e.info
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is shinken.NotScored and back.exit_reason == "scorer_error" and back.obs == e.obs
+
+    venv = shinken.VectorEnv(broken_server.url, "xterm-broken-verifier", 1, token=broken_server.token, obs_mode="bytes")
+    try:
+        venv.reset()
+        _, rew, term, _, infos = venv.step([{"verb": "done"}])
+    finally:
+        venv.close()
+    assert term[0] and np.isnan(rew[0]), rew
+    assert infos["scored"][0] is False or infos["scored"][0] == False  # noqa: E712 (a numpy bool)
 
 
 def test_env_lost_mid_episode_is_dropped(server, task_id):

@@ -149,8 +149,11 @@ def test_step_reply_decodes_with_cache_and_errors():
     parse_batch(wire.unpack(load("reset_reply")), cache)
     listed = cache.have("raw", 0)  # what the step request listed in have
     slots = parse_batch(wire.unpack(load("step_reply")), cache, listed=listed, fmt="raw")
-    one, two, three = slots
+    one, two, three, four = slots
     assert (one.reward, one.terminated, one.truncated) == (1.0, True, False)
+    # An end that is not a score: null, never a 0.
+    assert four.reward is None and four.terminated and four.info["exit_reason"] == "scorer_error"
+    assert two.reward == 0.0
     assert isinstance(one.reward, float)
     assert one.info["exit_reason"] == "task_complete" and not one.cached
     # env-2 shows HASH_A, which the reply left out: it is the frame the request listed.
@@ -166,7 +169,7 @@ def test_step_reply_decodes_with_cache_and_errors():
 def test_frame_neither_sent_nor_listed_fails_only_its_env():
     """A server bug (a frame it neither sent nor was told the client holds)
     fails that env's slot; the step's other results are kept, not lost."""
-    one, two, three = parse_batch(wire.unpack(load("step_reply")), FrameCache())
+    one, two, three, _ = parse_batch(wire.unpack(load("step_reply")), FrameCache())
     assert one.error is None and one.reward == 1.0
     assert isinstance(two.error, shinken.ProtocolError) and two.truncated
 
