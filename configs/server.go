@@ -45,6 +45,7 @@ type Server struct {
 	CheckpointTTL      Duration    `json:"checkpoint_ttl"`       // a checkpoint unused this long is deleted
 	Tasks              string      `json:"tasks,omitempty"`      // task dir; empty = the shipped suite
 	AllowUnchecked     bool        `json:"allow_unchecked"`      // serve families that lack a passing check record (docs/tasks.md, "The task checker")
+	TrainerExec        bool        `json:"trainer_exec"`         // serve POST /v1/exec: the trainer runs commands in its envs (docs/api.md, "Trainer exec")
 	TokenFile          string      `json:"token_file,omitempty"` // file holding the bearer token (instead of token)
 	MaxConns           int         `json:"max_conns"`            // open connections
 	MaxConnsPerIP      int         `json:"max_conns_per_ip"`     // open connections from one address

@@ -509,7 +509,8 @@ func (s *Server) spec() *api.Spec {
 			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.pool.MaxSandboxes(),
 			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
 		},
-		Limits: s.lim,
+		Limits:  s.lim,
+		Trainer: s.trainerSpec(),
 	}
 	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
 		sc := s.cfg.Screen

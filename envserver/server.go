@@ -60,6 +60,7 @@ type Config struct {
 	MaxConns, MaxConnsPerIP                    int
 	ReadTimeout, WriteTimeout, ConnIdleTimeout time.Duration
 	Screen                                     api.Size // the sandboxes' screen, as /v1/spec reports it (zero: unreported)
+	TrainerExec                                bool     // serve POST /v1/exec (docs/api.md, "Trainer exec")
 	Logf                                       func(format string, args ...any)
 }
 
@@ -410,6 +411,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.m.inflight.Inc()
 		defer s.m.inflight.Dec()
 		s.serveCheckpoint(ctx, c, path)
+	case "exec":
+		s.m.inflight.Inc()
+		defer s.m.inflight.Dec()
+		s.serveExec(ctx, c)
 	case "reset", "step", "fork", "close":
 		if !ctx.IsPost() {
 			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
@@ -449,6 +454,8 @@ func routeOf(path string) string {
 		return "fork"
 	case "/v1/close":
 		return "close"
+	case "/v1/exec":
+		return "exec"
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"

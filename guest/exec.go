@@ -21,9 +21,6 @@ import (
 const (
 	defaultExecTimeout = 60 * time.Second
 	maxExecTimeout     = 10 * time.Minute
-	// ExecOutputCap bounds the collected output of each channel of a
-	// non-streamed exec; the rest is drained and flagged as truncated.
-	ExecOutputCap = 256 << 10
 	// pipeGrace is how long output pipes may stay open after the command
 	// exits (held by a background descendant) before they are abandoned.
 	pipeGrace = 500 * time.Millisecond
@@ -142,7 +139,7 @@ func (s *Server) run(ctx context.Context, cmd *exec.Cmd, stdin []byte, timeout t
 				if stream != nil {
 					stream(buf[:n], name)
 				} else {
-					room := ExecOutputCap - len(*dst)
+					room := wire.ExecOutputCap - len(*dst)
 					if n > room {
 						*trunc = true
 					}

@@ -510,8 +510,8 @@ func TestExec(t *testing.T) {
 		t.Errorf("shell/env/cwd: got %q, %v", res.Stdout, err)
 	}
 	res, err = d.cl.Exec(ctx, wire.ExecArgs{Shell: "head -c 300000 /dev/zero"})
-	if err != nil || len(res.Stdout) != guest.ExecOutputCap || !res.StdoutTruncated || res.StderrTruncated {
-		t.Errorf("truncation: got %d bytes truncated=%v, %v; want %d truncated", len(res.Stdout), res.StdoutTruncated, err, guest.ExecOutputCap)
+	if err != nil || len(res.Stdout) != wire.ExecOutputCap || !res.StdoutTruncated || res.StderrTruncated {
+		t.Errorf("truncation: got %d bytes truncated=%v, %v; want %d truncated", len(res.Stdout), res.StdoutTruncated, err, wire.ExecOutputCap)
 	}
 	if _, err := d.cl.Exec(ctx, wire.ExecArgs{Argv: []string{"/no/such/binary"}}); aci.CodeOf(err) != aci.CodeNotFound {
 		t.Errorf("missing binary: got %v; want not_found", err)

@@ -95,7 +95,30 @@ type Trajectory struct {
 	// Labels are free-form tags a client adds to its own copy (the rollout
 	// runner records its job key here); the server leaves them empty.
 	Labels map[string]string `msgpack:"labels,omitempty" json:"labels,omitempty"`
+	// Events are what the trainer did to the episode's sandbox between
+	// the agent's steps (docs/api.md, "Trainer exec"): never agent actions.
+	Events []Event `msgpack:"events,omitempty" json:"events,omitempty"`
 }
+
+// Event is one thing the trainer did in an episode: Kind "exec", after
+// AfterStep agent steps, TMS milliseconds into the episode, with the
+// command and how it ended (its output is the trainer's, not kept).
+type Event struct {
+	Kind        string   `msgpack:"kind" json:"kind"`
+	AfterStep   int      `msgpack:"after_step" json:"after_step"`
+	TMS         int64    `msgpack:"t_ms" json:"t_ms"`
+	Argv        []string `msgpack:"argv,omitempty" json:"argv,omitempty"`
+	Shell       string   `msgpack:"shell,omitempty" json:"shell,omitempty"`
+	Exit        *int     `msgpack:"exit,omitempty" json:"exit,omitempty"`
+	TimedOut    bool     `msgpack:"timed_out,omitempty" json:"timed_out,omitempty"`
+	StdoutBytes int      `msgpack:"stdout_bytes" json:"stdout_bytes"`
+	StderrBytes int      `msgpack:"stderr_bytes" json:"stderr_bytes"`
+	DurationMS  int64    `msgpack:"duration_ms" json:"duration_ms"`
+	Error       string   `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// EventExec is an Event of POST /v1/exec.
+const EventExec = "exec"
 
 // Instance is the drawn instance of a task family an episode ran
 // (docs/tasks.md): its family version, its parameters as drawn, its

@@ -39,6 +39,7 @@ func main() {
 	tokenFile := flag.String("token-file", "", "file holding the bearer token (default $SHINKEN_TOKEN_FILE)")
 	tasks := flag.String("tasks", "", "task directory (default: the shipped suite)")
 	allowUnchecked := flag.Bool("allow-unchecked", false, "serve task families that lack a passing check record")
+	allowExec := flag.Bool("allow-exec", false, "serve POST /v1/exec: the trainer runs commands in its envs (config trainer_exec)")
 	state := flag.String("state", "", "state directory: trajectories, frames, sandboxes")
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
@@ -90,6 +91,9 @@ func main() {
 	}
 	if *allowUnchecked {
 		cfg.AllowUnchecked = true
+	}
+	if *allowExec {
+		cfg.TrainerExec = true
 	}
 	logf := log.Printf
 	if *quiet {

@@ -318,6 +318,45 @@ type Spec struct {
 	Tasks       []TaskInfo      `msgpack:"tasks" json:"tasks"`
 	Pool        PoolSpec        `msgpack:"pool" json:"pool"`
 	Limits      Limits          `msgpack:"limits" json:"limits"`
+	// Trainer lists the trainer's own routes this server serves; absent
+	// when it serves none.
+	Trainer *TrainerSpec `msgpack:"trainer,omitempty" json:"trainer,omitempty"`
+}
+
+// TrainerSpec is what /v1/spec says of the trainer's routes.
+type TrainerSpec struct {
+	// Exec: POST /v1/exec runs commands as the agent's user, for at most
+	// MaxExecMS each, keeping MaxExecOutputBytes of each output stream.
+	Exec               bool `msgpack:"exec" json:"exec"`
+	MaxExecMS          int  `msgpack:"max_exec_ms,omitempty" json:"max_exec_ms,omitempty"`
+	MaxExecOutputBytes int  `msgpack:"max_exec_output_bytes,omitempty" json:"max_exec_output_bytes,omitempty"`
+}
+
+// ExecRequest is POST /v1/exec: one command in env EnvID's sandbox, as the
+// agent's user (docs/api.md, "Trainer exec"). Exactly one of Argv and
+// Shell; Env entries are KEY=VALUE added to the session's environment.
+type ExecRequest struct {
+	EnvID     string   `msgpack:"env_id" json:"env_id"`
+	Argv      []string `msgpack:"argv,omitempty" json:"argv,omitempty"`
+	Shell     string   `msgpack:"shell,omitempty" json:"shell,omitempty"`
+	Stdin     []byte   `msgpack:"stdin,omitempty" json:"stdin,omitempty"`
+	Cwd       string   `msgpack:"cwd,omitempty" json:"cwd,omitempty"`
+	Env       []string `msgpack:"env,omitempty" json:"env,omitempty"`
+	TimeoutMS int      `msgpack:"timeout_ms,omitempty" json:"timeout_ms,omitempty"`
+}
+
+// ExecReply is the command's end: Exit is nil when it was killed (its
+// time ran out: TimedOut) or died of a signal; Truncated says an output
+// stream was cut at the cap.
+type ExecReply struct {
+	EnvID      string `msgpack:"env_id" json:"env_id"`
+	Exit       *int   `msgpack:"exit" json:"exit"`
+	Signal     string `msgpack:"signal,omitempty" json:"signal,omitempty"`
+	Stdout     []byte `msgpack:"stdout" json:"stdout"`
+	Stderr     []byte `msgpack:"stderr" json:"stderr"`
+	Truncated  bool   `msgpack:"truncated" json:"truncated"`
+	TimedOut   bool   `msgpack:"timed_out" json:"timed_out"`
+	DurationMS int64  `msgpack:"duration_ms" json:"duration_ms"`
 }
 
 // Score is a Reward that is a score.

@@ -137,6 +137,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
 		Screen:         api.Size{W: w, H: h},
 		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
+		TrainerExec: cfg.TrainerExec,
 	})
 	if err != nil {
 		return nil, err

@@ -398,6 +398,10 @@ type ExecArgs struct {
 	Stream    bool     `msgpack:"stream,omitempty"`
 }
 
+// ExecOutputCap bounds the collected output of each channel of a
+// non-streamed exec; the rest is drained and flagged as truncated.
+const ExecOutputCap = 256 << 10
+
 // ExecResult is a finished command. ExitCode is nil when the command was
 // killed (timeout) or died by a signal.
 type ExecResult struct {

@@ -197,6 +197,18 @@ class AsyncClient:
         return await self.transport.call("POST", "/v1/checkpoint", wire.checkpoint_request(env_id),
                                          timeout=timeout)
 
+    async def exec(self, env_id: str, argv: Optional[Sequence[str]] = None, shell: Optional[str] = None, *,
+                   stdin: Optional[bytes] = None, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                   timeout_ms: Optional[int] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """POST /v1/exec (where the server allows it; Unsupported otherwise):
+        runs one command in env_id's sandbox as the agent's user, between
+        steps (Busy while a step runs, EpisodeOver once the episode ended).
+        Returns ``{exit, signal?, stdout, stderr, truncated, timed_out,
+        duration_ms}``; ``exit`` is None when it was killed. Recorded in the
+        trajectory's ``events``, never as an agent action."""
+        return await self.transport.call("POST", "/v1/exec", wire.exec_request(
+            env_id, argv, shell, stdin=stdin, cwd=cwd, env=env, timeout_ms=timeout_ms), timeout=timeout)
+
     async def checkpoint_info(self, checkpoint_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id}: the checkpoint as POST returned it, its TTL
         left now; NotFound once deleted or expired."""

@@ -103,6 +103,11 @@ class Client:
         expires_in_ms}`` (CheckpointLimit over the server's limits)."""
         return _loop.run(self.aio.checkpoint(env_id))
 
+    def exec(self, env_id: str, argv: Optional[Sequence[str]] = None, shell: Optional[str] = None,
+             **kw: Any) -> Dict[str, Any]:
+        """POST /v1/exec: one command in env_id's sandbox (AsyncClient.exec)."""
+        return _loop.run(self.aio.exec(env_id, argv, shell, **kw))
+
     def checkpoint_info(self, checkpoint_id: str) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id} (NotFound once deleted or expired)."""
         return _loop.run(self.aio.checkpoint_info(checkpoint_id))

@@ -15,6 +15,7 @@ from . import _loop
 from .aenv import AsyncEnv, slot_info, slot_obs, step_reward
 from .aio import AsyncClient
 from .client import Client
+from .errors import ShinkenError
 from .multi import connect
 from .spaces import ActionSpace, ModelText, observation_space
 
@@ -225,6 +226,15 @@ class Env(_EnvBase):
         s = _loop.run(self._a.step_slot(action, dialect=dialect, tokens=tokens, coords=coords))
         obs, info = slot_obs(s, self.obs_mode), slot_info(s, self.instruction)
         return obs, step_reward(s, obs, info), s.terminated, s.truncated, info
+
+    def exec(self, argv: Optional[List[str]] = None, shell: Optional[str] = None, **kw: Any) -> Dict[str, Any]:
+        """Runs one command in this env's sandbox for the trainer (a state
+        probe, a custom setup): ``exec(shell="cat ~/out.txt")`` or
+        ``exec(["ls", "-l"], stdin=b"...", cwd=..., env={...},
+        timeout_ms=...)``. See AsyncClient.exec; the env must be reset."""
+        if self.env_id is None:
+            raise ShinkenError("exec before reset")
+        return self.client.exec(self.env_id, argv, shell, **kw)
 
     def fork(self, n: int) -> Tuple[Any, Any, Dict[str, Any]]:
         """Branches this env into n new envs carrying its current state.

@@ -71,6 +71,10 @@ class Trajectory:
     # The task instance the episode ran: {version, hash, split, instruction,
     # params} (params: the values its seed drew, for the trainer).
     instance: Optional[Dict[str, Any]] = None
+    # What the trainer did between the agent's steps ({kind: "exec",
+    # after_step, t_ms, argv | shell, exit, timed_out, stdout_bytes, ...}):
+    # never agent actions (docs/api.md, "Trainer exec").
+    events: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -82,7 +86,8 @@ class Trajectory:
                    reward=float(d.get("reward") or 0.0), exit_reason=d.get("exit_reason") or "",
                    num_turns=int(d.get("num_turns") or 0), started_at=_time(d.get("started_at")),
                    ended_at=_time(d.get("ended_at")), seed=d.get("seed"), fork_of=d.get("fork_of") or "",
-                   init_frame=d.get("init_frame") or "", instance=d.get("instance"), raw=d)
+                   init_frame=d.get("init_frame") or "", instance=d.get("instance"),
+                   events=list(d.get("events") or []), raw=d)
 
 
 def episodes(url: Any, episode_id: str, token: Optional[str] = None) -> Trajectory:

@@ -370,6 +370,31 @@ def checkpoint_request(env_id: str) -> Dict[str, Any]:
     return {"env_id": _str("env_id", env_id)}
 
 
+def exec_request(env_id: str, argv: Optional[Sequence[str]] = None, shell: Optional[str] = None, *,
+                 stdin: Optional[bytes] = None, cwd: Optional[str] = None,
+                 env: Optional[Mapping[str, str]] = None, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+    """api.ExecRequest: one command in env_id's sandbox, exactly one of argv
+    and shell; ``env`` maps names to values."""
+    if (argv is None) == (shell is None):
+        raise BadRequest("exec: give exactly one of argv and shell")
+    r: Dict[str, Any] = {"env_id": _str("env_id", env_id)}
+    if argv is not None:
+        r["argv"] = _strs("argv", argv)
+    else:
+        r["shell"] = _str("shell", shell)
+    if stdin is not None:
+        if isinstance(stdin, str):
+            stdin = stdin.encode()
+        r["stdin"] = bytes(stdin)
+    if cwd is not None:
+        r["cwd"] = _str("cwd", cwd)
+    if env:
+        r["env"] = [f"{_str('env key', k)}={_str('env value', v)}" for k, v in env.items()]
+    if timeout_ms is not None:
+        r["timeout_ms"] = int(timeout_ms)
+    return r
+
+
 def close_request(env_ids: Sequence[str]) -> Dict[str, Any]:
     """api.CloseRequest."""
     return {"env_ids": [_str("env_id", e) for e in env_ids]}

@@ -1,0 +1,74 @@
+"""The trainer's own routes against a real server that allows them:
+POST /v1/exec through Env.exec and Client.exec (docs/api.md, "Trainer exec")."""
+
+import json
+import pytest
+
+import shinken
+from conftest import ROOT, start_server
+
+
+@pytest.fixture(scope="module")
+def exec_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trainer")
+    cfg = json.loads((ROOT / "configs" / "envserver.json").read_text())
+    cfg["trainer_exec"] = True
+    (tmp / "envserver.json").write_text(json.dumps(cfg))
+    p = start_server(tmp, pool=1, config=tmp / "envserver.json")
+    yield p.srv
+    p.cleanup()
+
+
+def test_exec_probes_and_changes_the_sandbox(exec_server):
+    env = shinken.Env(exec_server.url, task="xterm-hello-file", token=exec_server.token, obs_mode="bytes")
+    try:
+        with pytest.raises(shinken.ShinkenError):
+            env.exec(shell="true")  # before reset: no env yet
+        env.reset()
+        assert env.client.spec()["trainer"]["exec"] is True
+        r = env.exec(shell='echo probe > "$HOME/probe.txt"; echo "$X"; exit 4', env={"X": "y"})
+        assert r["exit"] == 4 and r["stdout"] == b"y\n" and not r["truncated"] and not r["timed_out"]
+        assert env.exec(["cat", "probe.txt"])["stdout"] == b"probe\n"
+        assert env.exec(["cat"], stdin=b"in")["stdout"] == b"in"
+        slow = env.exec(shell="sleep 20", timeout_ms=200)
+        assert slow["timed_out"] and slow["exit"] is None
+        with pytest.raises(shinken.BadRequest):
+            env.exec(["true"], shell="true")
+        with pytest.raises(shinken.BadRequest):
+            env.exec(shell="true", timeout_ms=10 ** 7)
+        env.step({"verb": "wait", "ms": 10})
+        traj = env.trajectory()
+        assert len(traj.steps) == 1  # the trainer's commands are not agent steps
+        kinds = [e["kind"] for e in traj.events]
+        assert kinds == ["exec"] * 4 and traj.events[0]["shell"].startswith("echo probe"), traj.events
+        assert traj.events[-1]["timed_out"] and traj.events[1]["argv"] == ["cat", "probe.txt"]
+        env.step({"verb": "done"})
+        with pytest.raises(shinken.EpisodeOver):
+            env.exec(shell="true")
+    finally:
+        env.close()
+
+
+def test_exec_refused_where_not_allowed(server, task_id):
+    env = shinken.Env(server.url, task=task_id, token=server.token, obs_mode="bytes")
+    try:
+        env.reset()
+        assert "trainer" not in env.client.spec()
+        with pytest.raises(shinken.Unsupported):
+            env.exec(shell="true")
+    finally:
+        env.close()
+
+
+def test_process_reward_example(exec_server):
+    """clients/python/examples/process_reward.py as a trainer runs it."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "clients" / "python" / "examples" / "process_reward.py"),
+                          exec_server.url], env={**os.environ, "SHINKEN_TOKEN": exec_server.token},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "step 2: process reward 0.5" in out.stdout and "step 3: process reward 1.0" in out.stdout, out.stdout
+    assert "final reward 1.0 (task_complete)" in out.stdout and "3 probes recorded" in out.stdout, out.stdout
