@@ -29,12 +29,13 @@ const (
 	defaultExecMS = 10_000
 )
 
-// trainerSpec is what /v1/spec says of the trainer's routes (nil: none).
-func (s *Server) trainerSpec() *api.TrainerSpec {
-	if !s.cfg.TrainerExec {
-		return nil
+// trainerSpec is what /v1/spec says of the trainer's routes.
+func (s *Server) trainerSpec() api.TrainerSpec {
+	sp := api.TrainerSpec{Observe: true}
+	if s.cfg.TrainerExec {
+		sp.Exec, sp.MaxExecMS, sp.MaxExecOutputBytes = true, maxExecMS, wire.ExecOutputCap
 	}
-	return &api.TrainerSpec{Exec: true, MaxExecMS: maxExecMS, MaxExecOutputBytes: wire.ExecOutputCap}
+	return sp
 }
 
 // serveExec answers POST /v1/exec.

@@ -34,8 +34,8 @@ func TestExecOffByDefault(t *testing.T) {
 		t.Errorf("exec on a server that does not allow it: %v; want unsupported", err)
 	}
 	var sp api.Spec
-	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || sp.Trainer != nil {
-		t.Errorf("spec trainer %+v (%v); want absent", sp.Trainer, err)
+	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || sp.Trainer.Exec || sp.Trainer.MaxExecMS != 0 || !sp.Trainer.Observe {
+		t.Errorf("spec trainer %+v (%v); want observe only", sp.Trainer, err)
 	}
 }
 
@@ -47,7 +47,7 @@ func TestExecOffByDefault(t *testing.T) {
 func TestTrainerExec(t *testing.T) {
 	s := servertest.Start(t, servertest.Options{Pool: 1, Edit: func(c *configs.Server) { c.TrainerExec = true }})
 	var sp api.Spec
-	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || sp.Trainer == nil || !sp.Trainer.Exec ||
+	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || !sp.Trainer.Exec ||
 		sp.Trainer.MaxExecMS <= 0 || sp.Trainer.MaxExecOutputBytes != wire.ExecOutputCap {
 		t.Fatalf("spec trainer %+v (%v); want exec with its limits", sp.Trainer, err)
 	}
@@ -161,5 +161,70 @@ func TestTrainerExec(t *testing.T) {
 	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Done}}}})
 	if _, err := execCall(s, api.ExecRequest{EnvID: env, Shell: "true"}); !codeIs(err, aci.CodeEpisodeOver) {
 		t.Errorf("exec after the episode ended: %v; want episode_over", err)
+	}
+}
+
+// TestObserveWithoutStep: POST /v1/observe over real HTTP gives the frame,
+// the a11y tree and the window list between steps without spending a
+// step; a frame the client lists in have is not sent again; the
+// trajectory holds it as a trainer event; an unknown env fails only its
+// slot, an ended episode is episode_over.
+func TestObserveWithoutStep(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Pool: 1})
+	var sp api.Spec
+	if err := msgpackGet(t, s, "/v1/spec", &sp); err != nil || !sp.Trainer.Observe {
+		t.Fatalf("spec trainer %+v (%v); want observe", sp.Trainer, err)
+	}
+	r := reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: "mousepad-write-note", Seed: ptr(int64(1))}}})
+	env, epID := r.Results[0].EnvID, r.Results[0].EpisodeID
+	defer closeEnvs(s, env)
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.TypeText, Text: "observed"}}}})
+
+	observe := func(req api.ObserveRequest) *api.BatchReply {
+		t.Helper()
+		var out api.BatchReply
+		if _, _, err := s.Call("/v1/observe", req, &out); err != nil {
+			t.Fatalf("observe: %v", err)
+		}
+		return &out
+	}
+	a11y := len(sp.Observation.A11y) > 0
+	o := &api.Observe{Format: aci.FormatPNG}
+	if a11y {
+		o.A11y = aci.A11yFull
+	}
+	out := observe(api.ObserveRequest{EnvIDs: []string{env, "env-nope"}, Observe: o, Windows: true})
+	res := out.Results[0]
+	if res.Error != nil || res.Obs == nil || res.Info == nil || res.Info.Step != 1 || res.Reward != nil || res.Terminated {
+		t.Fatalf("observe result %+v; want the frame at step 1, no reward", res)
+	}
+	if _, ok := out.Frames[res.Obs.Frame]; !ok {
+		t.Errorf("frame %s not in the reply", res.Obs.Frame)
+	}
+	if len(res.Info.Windows) == 0 || !strings.Contains(strings.ToLower(res.Info.Windows[0].Class+res.Info.Windows[0].Title), "mousepad") {
+		t.Errorf("windows %+v; want mousepad's", res.Info.Windows)
+	}
+	if a11y && (len(res.Obs.Elements) == 0 || !strings.Contains(res.Obs.TreeText, "observed")) {
+		t.Errorf("a11y: %d elements, tree %q; want the editor holding the typed text", len(res.Obs.Elements), res.Obs.TreeText)
+	}
+	if e := out.Results[1].Error; e == nil || e.Code != aci.CodeNotFound {
+		t.Errorf("unknown env in the batch: %+v; want not_found for that slot only", out.Results[1])
+	}
+	again := observe(api.ObserveRequest{EnvIDs: []string{env}, Have: []string{res.Obs.Frame}})
+	if f := again.Results[0].Obs; f == nil || f.Frame != res.Obs.Frame || len(again.Frames) != 0 {
+		t.Errorf("observe listing the frame it holds: %+v, %d frames sent; want the same frame, not resent", f, len(again.Frames))
+	}
+
+	var tr trajectory.Trajectory
+	if err := msgpackGet(t, s, "/v1/episodes/"+epID, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Steps) != 1 || len(tr.Events) != 2 || tr.Events[0].Kind != trajectory.EventObserve || tr.Events[0].Frame != res.Obs.Frame || tr.Events[0].AfterStep != 1 {
+		t.Errorf("trajectory: %d steps, events %+v; want 1 step and two observe events", len(tr.Steps), tr.Events)
+	}
+	step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Action: &aci.Action{Verb: aci.Done}}}})
+	var over api.BatchReply
+	if _, _, err := s.Call("/v1/observe", api.ObserveRequest{EnvIDs: []string{env}}, &over); err != nil || over.Results[0].Error == nil || over.Results[0].Error.Code != aci.CodeEpisodeOver {
+		t.Errorf("observe after the end: %v %+v; want episode_over", err, over.Results)
 	}
 }

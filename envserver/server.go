@@ -415,7 +415,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.m.inflight.Inc()
 		defer s.m.inflight.Dec()
 		s.serveExec(ctx, c)
-	case "reset", "step", "fork", "close":
+	case "reset", "step", "fork", "close", "observe":
 		if !ctx.IsPost() {
 			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
 			return
@@ -456,6 +456,8 @@ func routeOf(path string) string {
 		return "close"
 	case "/v1/exec":
 		return "exec"
+	case "/v1/observe":
+		return "observe"
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
@@ -491,6 +493,12 @@ func (s *Server) dispatch(route string, c codec, body []byte) (any, error) {
 			return nil, err
 		}
 		return s.fork(s.ctx, &req)
+	case "observe":
+		var req api.ObserveRequest
+		if err := c.decodeWithin(body, &req, &s.lim); err != nil {
+			return nil, err
+		}
+		return s.observeEnvs(s.ctx, &req)
 	default:
 		var req api.CloseRequest
 		if err := c.decodeWithin(body, &req, &s.lim); err != nil {

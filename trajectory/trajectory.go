@@ -100,11 +100,13 @@ type Trajectory struct {
 	Events []Event `msgpack:"events,omitempty" json:"events,omitempty"`
 }
 
-// Event is one thing the trainer did in an episode: Kind "exec", after
-// AfterStep agent steps, TMS milliseconds into the episode, with the
-// command and how it ended (its output is the trainer's, not kept).
+// Event is one thing the trainer did in an episode, after AfterStep agent
+// steps, TMS milliseconds into the episode: Kind "exec" with the command
+// and how it ended (its output is the trainer's, not kept), or "observe"
+// with the frame it saw.
 type Event struct {
 	Kind        string   `msgpack:"kind" json:"kind"`
+	Frame       string   `msgpack:"frame,omitempty" json:"frame,omitempty"`
 	AfterStep   int      `msgpack:"after_step" json:"after_step"`
 	TMS         int64    `msgpack:"t_ms" json:"t_ms"`
 	Argv        []string `msgpack:"argv,omitempty" json:"argv,omitempty"`
@@ -117,8 +119,11 @@ type Event struct {
 	Error       string   `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
-// EventExec is an Event of POST /v1/exec.
-const EventExec = "exec"
+// Event kinds: POST /v1/exec and POST /v1/observe.
+const (
+	EventExec    = "exec"
+	EventObserve = "observe"
+)
 
 // Instance is the drawn instance of a task family an episode ran
 // (docs/tasks.md): its family version, its parameters as drawn, its

@@ -159,6 +159,8 @@ type Info struct {
 	Settle *aci.SettleInfo `msgpack:"settle,omitempty" json:"settle,omitempty"`
 	// Results has one entry per action of the step, in order.
 	Results []aci.ActionResult `msgpack:"results,omitempty" json:"results,omitempty"`
+	// Windows is the window list an observe asked for (POST /v1/observe).
+	Windows []aci.Window `msgpack:"windows,omitempty" json:"windows,omitempty"`
 	// MaxSteps is the episode's step budget (reset and fork).
 	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
 	// Coords is the coordinate space the step's actions were read in.
@@ -318,13 +320,24 @@ type Spec struct {
 	Tasks       []TaskInfo      `msgpack:"tasks" json:"tasks"`
 	Pool        PoolSpec        `msgpack:"pool" json:"pool"`
 	Limits      Limits          `msgpack:"limits" json:"limits"`
-	// Trainer lists the trainer's own routes this server serves; absent
-	// when it serves none.
-	Trainer *TrainerSpec `msgpack:"trainer,omitempty" json:"trainer,omitempty"`
+	// Trainer says which of the trainer's own routes this server serves.
+	Trainer TrainerSpec `msgpack:"trainer" json:"trainer"`
+}
+
+// ObserveRequest is POST /v1/observe: the current observation of each env
+// (its frame, the a11y tree where observe asks, the window list with
+// Windows), without a step (docs/api.md, "Observation without a step").
+type ObserveRequest struct {
+	EnvIDs  []string `msgpack:"env_ids" json:"env_ids"`
+	Observe *Observe `msgpack:"observe,omitempty" json:"observe,omitempty"`
+	Have    []string `msgpack:"have,omitempty" json:"have,omitempty"`
+	Windows bool     `msgpack:"windows,omitempty" json:"windows,omitempty"`
 }
 
 // TrainerSpec is what /v1/spec says of the trainer's routes.
 type TrainerSpec struct {
+	// Observe: POST /v1/observe is served (always).
+	Observe bool `msgpack:"observe" json:"observe"`
 	// Exec: POST /v1/exec runs commands as the agent's user, for at most
 	// MaxExecMS each, keeping MaxExecOutputBytes of each output stream.
 	Exec               bool `msgpack:"exec" json:"exec"`

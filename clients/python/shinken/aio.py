@@ -174,6 +174,17 @@ class AsyncClient:
                                  lambda part, o, have: wire.step_request(part, o, have),
                                  lambda part: [s["env_id"] for s in part], retry_s=budget)
 
+    async def observe(self, env_ids: Sequence[str], observe: Any = None, *, windows: bool = False,
+                      timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/observe: each env's current observation (its frame, the
+        a11y tree where ``observe`` asks for it, the window list in
+        ``info["windows"]`` with ``windows``), between steps and without
+        spending one (Busy while a step runs). Recorded in the trajectory's
+        ``events``, never as an agent action."""
+        return await self._split("/v1/observe", list(env_ids), observe, timeout,
+                                 lambda part, o, have: wire.observe_request(part, o, have, windows),
+                                 lambda part: list(part))
+
     async def replays_steps(self) -> bool:
         """Whether the server answers a resent step's request_id with its stored reply."""
         return int(((await self.spec()).get("limits") or {}).get("max_request_id_bytes") or 0) > 0

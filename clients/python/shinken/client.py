@@ -93,6 +93,11 @@ class Client:
         come is resent with its request_id (see AsyncClient.step)."""
         return _loop.run(self.aio.step(steps, observe, timeout=timeout, retry_s=retry_s))
 
+    def observe(self, env_ids: Sequence[str], observe: Any = None, *, windows: bool = False,
+                timeout: Optional[float] = None) -> List[Slot]:
+        """POST /v1/observe: each env's observation now, without a step."""
+        return _loop.run(self.aio.observe(env_ids, observe, windows=windows, timeout=timeout))
+
     def fork(self, env_id: str, n: int, observe: Any = None, *, timeout: Optional[float] = None) -> List[Slot]:
         """POST /v1/fork: n new envs carrying env_id's state."""
         return _loop.run(self.aio.fork(env_id, n, observe, timeout=timeout))

@@ -227,6 +227,22 @@ class Env(_EnvBase):
         obs, info = slot_obs(s, self.obs_mode), slot_info(s, self.instruction)
         return obs, step_reward(s, obs, info), s.terminated, s.truncated, info
 
+    def observe(self, *, windows: bool = False, observe: Any = None) -> Tuple[Any, Dict[str, Any]]:
+        """The env's observation now, without a step (no budget spent, no
+        agent action recorded): (obs, info) in this env's obs_mode and
+        observe settings (or ``observe``); ``windows=True`` adds the window
+        list as ``info["windows"]``."""
+        if self.env_id is None:
+            raise ShinkenError("observe before reset")
+        s = self.client.observe([self.env_id], observe if observe is not None else self._a.observe,
+                                windows=windows)[0]
+        if s.error is not None:
+            raise s.error
+        info = slot_info(s, self.instruction)
+        if "windows" in s.info:
+            info["windows"] = s.info["windows"]
+        return slot_obs(s, self.obs_mode), info
+
     def exec(self, argv: Optional[List[str]] = None, shell: Optional[str] = None, **kw: Any) -> Dict[str, Any]:
         """Runs one command in this env's sandbox for the trainer (a state
         probe, a custom setup): ``exec(shell="cat ~/out.txt")`` or

@@ -351,6 +351,15 @@ def step_request(steps: Sequence[Dict[str, Any]], observe: Any = None,
     return _with_observe_have({"steps": list(steps)}, observe_map(observe), have)
 
 
+def observe_request(env_ids: Sequence[str], observe: Any = None, have: Optional[Sequence[str]] = None,
+                    windows: bool = False) -> Dict[str, Any]:
+    """api.ObserveRequest: each env's observation now, without a step."""
+    r: Dict[str, Any] = {"env_ids": [_str("env_id", e) for e in env_ids]}
+    if windows:
+        r["windows"] = True
+    return _with_observe_have(r, observe_map(observe), have)
+
+
 def fork_request(env_id: str, n: int, observe: Any = None,
                  have: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """api.ForkRequest: n new envs carrying env_id's state."""

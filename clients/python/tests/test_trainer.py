@@ -49,11 +49,28 @@ def test_exec_probes_and_changes_the_sandbox(exec_server):
         env.close()
 
 
+def test_observe_without_a_step(server, task_id):
+    env = shinken.Env(server.url, task=task_id, token=server.token, obs_mode="bytes")
+    try:
+        first, _ = env.reset()
+        assert env.client.spec()["trainer"]["observe"] is True
+        obs, info = env.observe(windows=True)
+        assert obs[:8] == b"\x89PNG\r\n\x1a\n" and info["step"] == 0
+        assert info["windows"] and all("title" in w for w in info["windows"]), info["windows"]
+        env.step({"verb": "wait", "ms": 10})
+        _, info = env.observe()
+        assert info["step"] == 1 and "windows" not in info  # one agent step; observing spent none
+        traj = env.trajectory()
+        assert len(traj.steps) == 1 and [e["kind"] for e in traj.events] == ["observe", "observe"]
+    finally:
+        env.close()
+
+
 def test_exec_refused_where_not_allowed(server, task_id):
     env = shinken.Env(server.url, task=task_id, token=server.token, obs_mode="bytes")
     try:
         env.reset()
-        assert "trainer" not in env.client.spec()
+        assert env.client.spec()["trainer"]["exec"] is False
         with pytest.raises(shinken.Unsupported):
             env.exec(shell="true")
     finally:
