@@ -58,19 +58,19 @@ REQUIRE     := $(shell docker info >/dev/null 2>&1 && echo SHINKEN_REQUIRE_DOCKE
 # `make test` runs two lanes at once, each one package at a time: envserver's
 # end-to-end suite (the longest package: most of its time is desktops
 # waiting on apps, not CPU), and every other package, then the race pass and
-# the Python client's tests. Output lines of the two interleave.
+# the Python client's tests. The two lanes' output lines interleave.
 
 test: deps ## run every test (Go, Go under the race detector, then Python against a real server)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
 	 else echo "no Docker engine: docker provider tests will skip"; fi
 	$(GO) vet ./...
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-lane-envserver test-lane-rest
+	$(MAKE) --no-print-directory -j2 test-lane-envserver test-lane-rest
 
 test-lane-envserver:
 	$(REQUIRE) $(GO) test $(TEST_FLAGS) ./envserver
 
 test-lane-rest:
-	pkgs=$$($(GO) list ./... | grep -v '/envserver$$') && test -n "$$pkgs" && \
+	lane=$$($(GO) list ./envserver) && pkgs=$$($(GO) list ./... | grep -vxF "$$lane") && test -n "$$pkgs" && \
 	  $(REQUIRE) $(GO) test $(TEST_FLAGS) $$pkgs
 	$(MAKE) --no-print-directory test-race-core test-python
 
