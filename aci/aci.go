@@ -193,6 +193,9 @@ const (
 	// CodeCheckpointLimit: a new checkpoint would exceed the server's
 	// count or bytes of checkpoints; delete some (docs/api.md, "Checkpoints").
 	CodeCheckpointLimit Code = "checkpoint_limit"
+	// CodeChecksumMismatch: a file's bytes do not have the sha256 the
+	// request named (docs/api.md, "Trainer files").
+	CodeChecksumMismatch Code = "checksum_mismatch"
 	// Guest-side codes that stay inside the host⇄guest protocol or surface
 	// through info.error.
 	CodeBusy         Code = "busy"          // guest concurrency limit reached

@@ -9,7 +9,7 @@ func TestEveryCodeIsBlamed(t *testing.T) {
 	all := []Code{CodeBadRequest, CodePayloadTooLarge, CodeBatchTooLarge, CodeUnauthorized, CodeNotFound,
 		CodeInvalidAction, CodeUnknownVerb, CodeDialectError, CodeUnsupported, CodePoolExhausted,
 		CodeSandboxDied, CodeTimeout, CodeEpisodeOver, CodeInternal, CodeScorerError, CodeAgentError,
-		CodeBusy, CodeDisplayError, CodeTooLarge, CodeStaleElementRef, CodeCheckpointLimit}
+		CodeBusy, CodeDisplayError, CodeTooLarge, CodeStaleElementRef, CodeCheckpointLimit, CodeChecksumMismatch}
 	if len(all) != len(Codes) {
 		t.Errorf("table has %d codes; want %d", len(Codes), len(all))
 	}

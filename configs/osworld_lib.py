@@ -66,7 +66,7 @@ def read_agent(p):
     if _left() <= 0:
         return None
     try:
-        r = subprocess.run([g, "check", "read", agent_path(p)], stdin=subprocess.DEVNULL,
+        r = subprocess.run([g, "check", "bytes", agent_path(p)], stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=_left())
     except (OSError, subprocess.SubprocessError, Missing):
         return None

@@ -31,7 +31,7 @@ const (
 
 // trainerSpec is what /v1/spec says of the trainer's routes.
 func (s *Server) trainerSpec() api.TrainerSpec {
-	sp := api.TrainerSpec{Observe: true}
+	sp := api.TrainerSpec{Observe: true, Files: true, MaxPutBytes: wire.MaxPutFile, MaxGetBytes: wire.MaxGetFile}
 	if s.cfg.TrainerExec {
 		sp.Exec, sp.MaxExecMS, sp.MaxExecOutputBytes = true, maxExecMS, wire.ExecOutputCap
 	}
@@ -87,24 +87,12 @@ func (s *Server) trainerExec(ctx context.Context, req *api.ExecRequest) (*api.Ex
 	if err := checkExec(req); err != nil {
 		return nil, err
 	}
-	e, err := s.getEnv(req.EnvID)
+	e, err := s.betweenSteps(req.EnvID, "exec")
 	if err != nil {
 		return nil, err
 	}
-	if !e.mu.TryLock() {
-		return nil, aci.Errorf(aci.CodeBusy, "env %s: a step or another call is running; exec runs between steps", e.id)
-	}
 	defer e.mu.Unlock()
 	ep := e.ep
-	switch {
-	case e.closed || ep == nil:
-		return nil, aci.Errorf(aci.CodeNotFound, "env %q has no episode", req.EnvID)
-	case ep.over:
-		return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (its sandbox is frozen for scoring): exec in a live episode", ep.traj.EpisodeID)
-	case e.lease == nil || e.lease.Err() != nil:
-		s.died(e, e.leaseErr(), trajectory.SandboxDied)
-		return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
-	}
 	timeout := req.TimeoutMS
 	if timeout == 0 {
 		timeout = defaultExecMS
@@ -130,6 +118,34 @@ func (s *Server) trainerExec(ctx context.Context, req *api.ExecRequest) (*api.Ex
 	s.recordEvent(ep, ev)
 	return &api.ExecReply{EnvID: e.id, Exit: res.ExitCode, Signal: res.Signal, Stdout: nonNil(res.Stdout), Stderr: nonNil(res.Stderr),
 		Truncated: res.StdoutTruncated || res.StderrTruncated, TimedOut: res.TimedOut, DurationMS: res.DurationMS}, nil
+}
+
+// betweenSteps is env id locked for a trainer's call (what names the
+// call): never beside a step or another call (busy), only in a live
+// episode (its sandbox is frozen once it is over). The caller unlocks.
+func (s *Server) betweenSteps(id, what string) (*env, error) {
+	e, err := s.getEnv(id)
+	if err != nil {
+		return nil, err
+	}
+	if !e.mu.TryLock() {
+		return nil, aci.Errorf(aci.CodeBusy, "env %s: a step or another call is running; %s runs between steps", e.id, what)
+	}
+	ep := e.ep
+	switch {
+	case e.closed || ep == nil:
+		err = aci.Errorf(aci.CodeNotFound, "env %q has no episode", id)
+	case ep.over:
+		err = aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (its sandbox is frozen for scoring): %s in a live episode", ep.traj.EpisodeID, what)
+	case e.lease == nil || e.lease.Err() != nil:
+		s.died(e, e.leaseErr(), trajectory.SandboxDied)
+		err = aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", id)
+	}
+	if err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	return e, nil
 }
 
 // recordEvent appends ev to ep's trajectory.

@@ -42,24 +42,12 @@ func (s *Server) observeEnvs(ctx context.Context, req *api.ObserveRequest) (*bat
 // observeOne observes one env between its steps.
 func (s *Server) observeOne(ctx context.Context, b *batch, id string, windows bool) slot {
 	fail := func(err error) slot { return slot{res: api.Result{EnvID: id, Error: wireError(err)}} }
-	e, err := s.getEnv(id)
+	e, err := s.betweenSteps(id, "observe")
 	if err != nil {
 		return fail(err)
 	}
-	if !e.mu.TryLock() {
-		return fail(aci.Errorf(aci.CodeBusy, "env %s: a step or another call is running; observe runs between steps", e.id))
-	}
 	defer e.mu.Unlock()
 	ep := e.ep
-	switch {
-	case e.closed || ep == nil:
-		return fail(aci.Errorf(aci.CodeNotFound, "env %q has no episode", id))
-	case ep.over:
-		return fail(aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (its sandbox is frozen for scoring)", ep.traj.EpisodeID))
-	case e.lease == nil || e.lease.Err() != nil:
-		s.died(e, e.leaseErr(), trajectory.SandboxDied)
-		return fail(aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", id))
-	}
 	t0 := time.Now()
 	obs, data, settle, err := s.observe(ctx, e, b, nil, false)
 	if err != nil {

@@ -415,6 +415,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.m.inflight.Inc()
 		defer s.m.inflight.Dec()
 		s.serveExec(ctx, c)
+	case "files":
+		s.m.inflight.Inc()
+		defer s.m.inflight.Dec()
+		s.serveFiles(ctx, c, path)
 	case "reset", "step", "fork", "close", "observe":
 		if !ctx.IsPost() {
 			s.writeError(ctx, c, aci.Errorf(aci.CodeBadRequest, "%s needs POST", path))
@@ -461,6 +465,9 @@ func routeOf(path string) string {
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
 		return "episodes"
+	}
+	if strings.HasPrefix(path, "/v1/files/") {
+		return "files"
 	}
 	if path == "/v1/checkpoint" || strings.HasPrefix(path, "/v1/checkpoint/") {
 		return "checkpoint"

@@ -1,8 +1,10 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,9 +212,6 @@ func envHome(env []string) string {
 	return "/"
 }
 
-// MaxPutFile bounds put_file's payload.
-const MaxPutFile = 32 << 20
-
 // putFile writes a.Data to a.Path crash-safe (temp file, fsync, rename),
 // creating parent directories.
 func putFile(a wire.PutFileArgs) error {
@@ -236,8 +235,8 @@ func putArgs(a wire.PutFileArgs, home string, keep os.FileMode) (string, os.File
 	if !filepath.IsAbs(p) {
 		return "", 0, aci.Errorf(aci.CodeBadRequest, "put_file: path %q is not absolute", a.Path)
 	}
-	if len(a.Data) > MaxPutFile {
-		return "", 0, aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), MaxPutFile)
+	if len(a.Data) > wire.MaxPutFile {
+		return "", 0, aci.Errorf(aci.CodeTooLarge, "put_file: %d bytes exceeds %d", len(a.Data), wire.MaxPutFile)
 	}
 	mode := os.FileMode(a.Mode) & keep
 	if mode == 0 {
@@ -258,12 +257,51 @@ func (s *Server) putAgentFile(a wire.PutFileArgs) error {
 	if err != nil {
 		return err
 	}
+	if err := s.asAgentFS(func() error { return writeAgentFile(p, a.Data, mode) }); err != nil {
+		return aci.Errorf(aci.CodeBadRequest, "put_file %s: %v", a.Path, err)
+	}
+	return nil
+}
+
+// getAgentFile reads one of the agent's files for the trainer with the
+// agent's filesystem identity, through the verifier library's safe reader
+// (Check read): a link below the home, a FIFO, a directory or a file over
+// MaxGetFile is refused, typed, and never blocks.
+func (s *Server) getAgentFile(a wire.GetFileArgs) (*wire.GetFileResult, error) {
+	home := envHome(s.cfg.Env)
+	p := a.Path
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && home != "" {
+		p = filepath.Join(home, rest)
+	}
+	if !filepath.IsAbs(p) {
+		return nil, aci.Errorf(aci.CodeBadRequest, "get_file: path %q is not absolute (or ~/...)", a.Path)
+	}
+	var out, msg bytes.Buffer
+	status := CheckUsage
+	if err := s.asAgentFS(func() error { status = Check([]string{"bytes", p}, home, &out, &msg); return nil }); err != nil {
+		return nil, aci.Errorf(aci.CodeBadRequest, "get_file %s: %v", a.Path, err)
+	}
+	why := strings.TrimSpace(msg.String())
+	switch status {
+	case CheckOK:
+		return &wire.GetFileResult{Data: out.Bytes()}, nil
+	case CheckMissing:
+		return nil, aci.Errorf(aci.CodeNotFound, "get_file: %s", why)
+	case CheckTooLarge:
+		return nil, aci.Errorf(aci.CodeTooLarge, "get_file: %s", why)
+	default:
+		return nil, aci.Errorf(aci.CodeBadRequest, "get_file: %s", why)
+	}
+}
+
+// asAgentFS runs f on one locked thread whose filesystem uid and gid are
+// the agent's (setfsuid is per thread, and a non-zero fsuid drops the
+// thread's file capabilities): every check f's file calls make is the
+// agent's own. Where the agent has no identity of its own, f runs as is.
+func (s *Server) asAgentFS(f func() error) error {
 	id := s.cfg.Agent
 	if !id.distinct() {
-		if err := writeAgentFile(p, a.Data, mode); err != nil {
-			return aci.Errorf(aci.CodeBadRequest, "put_file %s: %v", a.Path, err)
-		}
-		return nil
+		return f()
 	}
 	// A goroutine of its own: should its thread fail to get guestd's
 	// identity back, the goroutine ends locked to it and Go ends the thread.
@@ -278,7 +316,7 @@ func (s *Server) putAgentFile(a wire.PutFileArgs) error {
 		if cu, _ := unix.SetfsuidRetUid(-1); cu != id.UID {
 			err = errors.New("cannot take the agent's filesystem identity")
 		} else {
-			err = writeAgentFile(p, a.Data, mode)
+			err = f()
 		}
 		_ = unix.Setfsuid(uid)
 		_ = unix.Setfsgid(gid)
@@ -289,18 +327,29 @@ func (s *Server) putAgentFile(a wire.PutFileArgs) error {
 		}
 		done <- err
 	}()
-	if err := <-done; err != nil {
-		return aci.Errorf(aci.CodeBadRequest, "put_file %s: %v", a.Path, err)
-	}
-	return nil
+	return <-done
 }
 
 func writeAgentFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, mode)
+	// O_NONBLOCK: a FIFO planted where the file goes fails at once (no
+	// reader) instead of holding this thread forever; anything but a
+	// regular file is refused before a byte is written.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, mode)
 	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file", path)
+		}
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {

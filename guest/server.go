@@ -513,6 +513,12 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 			return struct{}{}, s.putAgentFile(a)
 		}
 		return struct{}{}, putFile(a)
+	case wire.MethodGetFile:
+		var a wire.GetFileArgs
+		if err := decodeArgs(m, &a); err != nil {
+			return nil, err
+		}
+		return s.getAgentFile(a)
 	case wire.MethodScore:
 		var a wire.ScoreArgs
 		if err := decodeArgs(m, &a); err != nil {
@@ -555,7 +561,7 @@ func decodeArgs(m *wire.Message, v any) error {
 }
 
 // methods lists the protocol methods this server answers.
-var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset, wire.MethodWeb, wire.MethodBrowser}
+var methods = []string{wire.MethodHello, wire.MethodAct, wire.MethodScreenshot, wire.MethodListWindows, wire.MethodExec, wire.MethodPutFile, wire.MethodGetFile, wire.MethodHealth, wire.MethodScore, wire.MethodReset, wire.MethodWeb, wire.MethodBrowser}
 
 func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) {
 	var h wire.HelloArgs

@@ -55,7 +55,8 @@ const CheckMaxEntries = 1 << 16
 
 // checkOps are the ops and what each does, for the usage message.
 var checkOps = []string{
-	"read PATH     the contents of a regular file",
+	"read PATH     the contents of a regular file, text (no NUL byte)",
+	"bytes PATH    the contents of a regular file, any bytes",
 	"list DIR      the names in a directory, sorted, one a line",
 	"type PATH     file, dir, symlink, fifo, socket, char or block",
 	"mode PATH     the permission bits of a regular file or directory, as 4 octal digits",
@@ -121,13 +122,13 @@ func Check(args []string, anchor string, stdout, stderr io.Writer) int {
 
 func checkOp(op, path, anchor string, w *bufio.Writer) error {
 	switch op {
-	case "read", "list", "type", "mode", "file", "dir", "absent":
+	case "read", "bytes", "list", "type", "mode", "file", "dir", "absent":
 	case "cells", "paras":
 		return checkDoc(op, path, anchor, w)
 	case "pdftext":
 		return checkPDF(path, anchor, w)
 	default:
-		return failf(CheckUsage, "unknown op (want read, list, type, mode, file, dir, absent, cells, paras or pdftext)")
+		return failf(CheckUsage, "unknown op (want read, bytes, list, type, mode, file, dir, absent, cells, paras or pdftext)")
 	}
 	if !filepath.IsAbs(path) {
 		return failf(CheckUsage, "the path must be absolute")
@@ -163,7 +164,7 @@ func checkOp(op, path, anchor string, w *bufio.Writer) error {
 	case "type":
 		_, err := fmt.Fprintln(w, kind)
 		return err
-	case "file", "read":
+	case "file", "read", "bytes":
 		if kind != "file" {
 			return failf(CheckMismatch, "a %s, not a regular file", kind)
 		}
@@ -179,8 +180,8 @@ func checkOp(op, path, anchor string, w *bufio.Writer) error {
 		return err
 	}
 	switch op {
-	case "read":
-		return readFile(dirfd, name, &st, w)
+	case "read", "bytes":
+		return readFile(dirfd, name, &st, op == "read", w)
 	case "list":
 		return listDir(dirfd, name, &st, CheckMaxEntries, w)
 	}
@@ -285,9 +286,9 @@ func reopen(dirfd int, name string, flags int, was *unix.Stat_t) (int, error) {
 	return fd, nil
 }
 
-// readFile copies a regular file of at most CheckMaxRead bytes, with no
-// NUL byte, to w.
-func readFile(dirfd int, name string, st *unix.Stat_t, w io.Writer) error {
+// readFile copies a regular file of at most CheckMaxRead bytes to w; as
+// text, a NUL byte in it fails it.
+func readFile(dirfd int, name string, st *unix.Stat_t, text bool, w io.Writer) error {
 	fd, err := reopen(dirfd, name, 0, st)
 	if err != nil {
 		return err
@@ -316,7 +317,7 @@ func readFile(dirfd int, name string, st *unix.Stat_t, w io.Writer) error {
 	if len(buf) > CheckMaxRead {
 		return failf(CheckTooLarge, "over the %d bytes a check reads", CheckMaxRead)
 	}
-	if i := bytes.IndexByte(buf, 0); i >= 0 {
+	if i := bytes.IndexByte(buf, 0); i >= 0 && text {
 		return failf(CheckUnsafe, "a NUL byte at offset %d: not text a shell can hold", i)
 	}
 	_, err = w.Write(buf)

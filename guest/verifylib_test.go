@@ -217,6 +217,11 @@ func TestCheckHostileFiles(t *testing.T) {
 		{[]string{"read", h + "/secret.txt"}, otherUID, CheckUnreadable, ""},
 		{[]string{"read", h + "/big.txt"}, otherUID, CheckTooLarge, ""},
 		{[]string{"read", h + "/nul.txt"}, otherUID, CheckUnsafe, ""},
+		{[]string{"bytes", h + "/nul.txt"}, otherUID, CheckOK, "hello\x00shinken"}, // binary: bytes reads it
+		{[]string{"bytes", h + "/fifo.txt"}, otherUID, CheckMismatch, ""},
+		{[]string{"bytes", h + "/link.txt"}, otherUID, CheckMismatch, ""},
+		{[]string{"bytes", h + "/sub/hello.txt"}, otherUID, CheckMismatch, ""},
+		{[]string{"bytes", h + "/big.txt"}, otherUID, CheckTooLarge, ""},
 		{[]string{"list", h + "/fifo.txt"}, otherUID, CheckMismatch, ""},
 		{[]string{"list", h + "/sub"}, otherUID, CheckMismatch, ""},
 		{[]string{"list", h + "/sub/"}, otherUID, CheckMismatch, ""},

@@ -102,11 +102,15 @@ type Trajectory struct {
 
 // Event is one thing the trainer did in an episode, after AfterStep agent
 // steps, TMS milliseconds into the episode: Kind "exec" with the command
-// and how it ended (its output is the trainer's, not kept), or "observe"
-// with the frame it saw.
+// and how it ended (its output is the trainer's, not kept), "observe"
+// with the frame it saw, "put_file" or "get_file" with the path and the
+// file's sha256 and size.
 type Event struct {
 	Kind        string   `msgpack:"kind" json:"kind"`
 	Frame       string   `msgpack:"frame,omitempty" json:"frame,omitempty"`
+	Path        string   `msgpack:"path,omitempty" json:"path,omitempty"`
+	SHA256      string   `msgpack:"sha256,omitempty" json:"sha256,omitempty"`
+	Size        int      `msgpack:"size,omitempty" json:"size,omitempty"`
 	AfterStep   int      `msgpack:"after_step" json:"after_step"`
 	TMS         int64    `msgpack:"t_ms" json:"t_ms"`
 	Argv        []string `msgpack:"argv,omitempty" json:"argv,omitempty"`
@@ -119,10 +123,12 @@ type Event struct {
 	Error       string   `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
-// Event kinds: POST /v1/exec and POST /v1/observe.
+// Event kinds: POST /v1/exec, /v1/observe, /v1/files/put, /v1/files/get.
 const (
 	EventExec    = "exec"
 	EventObserve = "observe"
+	EventPutFile = "put_file"
+	EventGetFile = "get_file"
 )
 
 // Instance is the drawn instance of a task family an episode ran

@@ -334,10 +334,44 @@ type ObserveRequest struct {
 	Windows bool     `msgpack:"windows,omitempty" json:"windows,omitempty"`
 }
 
+// FilePutRequest is POST /v1/files/put: Data written to Path in env
+// EnvID's sandbox with the agent's rights, SHA256 (hex) the sha256 of
+// Data, Mode its permission bits (default 0644); "~/" is the agent's home
+// (docs/api.md, "Trainer files").
+type FilePutRequest struct {
+	EnvID  string `msgpack:"env_id" json:"env_id"`
+	Path   string `msgpack:"path" json:"path"`
+	Data   []byte `msgpack:"data" json:"data"`
+	SHA256 string `msgpack:"sha256" json:"sha256"`
+	Mode   uint32 `msgpack:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// FileGetRequest is POST /v1/files/get: the regular file at Path, read
+// with the agent's rights.
+type FileGetRequest struct {
+	EnvID string `msgpack:"env_id" json:"env_id"`
+	Path  string `msgpack:"path" json:"path"`
+}
+
+// FileReply answers both: the file's sha256 (hex) and size, and for a get
+// its bytes.
+type FileReply struct {
+	EnvID  string `msgpack:"env_id" json:"env_id"`
+	Path   string `msgpack:"path" json:"path"`
+	Data   []byte `msgpack:"data,omitempty" json:"data,omitempty"`
+	SHA256 string `msgpack:"sha256" json:"sha256"`
+	Size   int    `msgpack:"size" json:"size"`
+}
+
 // TrainerSpec is what /v1/spec says of the trainer's routes.
 type TrainerSpec struct {
 	// Observe: POST /v1/observe is served (always).
 	Observe bool `msgpack:"observe" json:"observe"`
+	// Files: POST /v1/files/put and /v1/files/get are served (always),
+	// for files of at most MaxPutBytes and MaxGetBytes.
+	Files       bool `msgpack:"files" json:"files"`
+	MaxPutBytes int  `msgpack:"max_put_bytes" json:"max_put_bytes"`
+	MaxGetBytes int  `msgpack:"max_get_bytes" json:"max_get_bytes"`
 	// Exec: POST /v1/exec runs commands as the agent's user, for at most
 	// MaxExecMS each, keeping MaxExecOutputBytes of each output stream.
 	Exec               bool `msgpack:"exec" json:"exec"`

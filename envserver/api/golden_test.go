@@ -178,6 +178,7 @@ func goldenValues() map[string]any {
 			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, MaxSandboxes: 16, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
 			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxRequestIDBytes: 128, MaxDecodeFactor: 48,
 				MaxCheckpoints: 64, MaxCheckpointBytes: 4 << 30, CheckpointTTLS: 600},
+			Trainer: TrainerSpec{Observe: true, Files: true, MaxPutBytes: 32 << 20, MaxGetBytes: 1 << 20, Exec: true, MaxExecMS: 60000, MaxExecOutputBytes: 256 << 10},
 		},
 		"trajectory": trajectory.Trajectory{
 			EpisodeID: "ep-1", EnvID: "env-1", Task: "xterm-hello-file", Seed: ptr(int64(7)),
@@ -193,6 +194,11 @@ func goldenValues() map[string]any {
 			},
 			Reward: 1, ExitReason: trajectory.TaskComplete, NumTurns: 2,
 			StartedAt: started, EndedAt: &ended, InitFrame: hashA,
+			Events: []trajectory.Event{
+				{Kind: trajectory.EventPutFile, AfterStep: 0, TMS: 40, Path: "~/fixture.csv", SHA256: strings.Repeat("ab", 32), Size: 120, DurationMS: 3},
+				{Kind: trajectory.EventExec, AfterStep: 1, TMS: 1500, Shell: "cat ~/out.txt", Exit: ptr(0), StdoutBytes: 12, DurationMS: 30},
+				{Kind: trajectory.EventObserve, AfterStep: 1, TMS: 1600, Frame: hashB, DurationMS: 8},
+			},
 		},
 		"error_codes": errorCodes(),
 	}

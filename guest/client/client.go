@@ -120,6 +120,16 @@ func (c *Client) ListWindows(ctx context.Context) (*wire.Windows, error) {
 	return &r, nil
 }
 
+// GetFile reads one of the agent's files with the agent's rights
+// (wire.GetFileArgs).
+func (c *Client) GetFile(ctx context.Context, args wire.GetFileArgs) (*wire.GetFileResult, error) {
+	var r wire.GetFileResult
+	if err := c.call(ctx, wire.MethodGetFile, args, &r, nil); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Exec runs a command inside the sandbox and returns its collected output.
 func (c *Client) Exec(ctx context.Context, args wire.ExecArgs) (*wire.ExecResult, error) {
 	args.Stream = false

@@ -65,6 +65,7 @@ const (
 	MethodListWindows = "list_windows"
 	MethodExec        = "exec"
 	MethodPutFile     = "put_file"
+	MethodGetFile     = "get_file"
 	MethodHealth      = "health"
 	MethodScore       = "score"
 	MethodReset       = "reset"
@@ -432,6 +433,26 @@ type PutFileArgs struct {
 	Mode  uint32 `msgpack:"mode,omitempty"` // default 0644
 	Agent bool   `msgpack:"agent,omitempty"`
 }
+
+// GetFileArgs reads one of the agent's regular files with the agent's
+// rights, through the verifier library's safe reader (no link below the
+// home followed, no FIFO opened, at most MaxGetFile bytes); "~/" is the
+// agent's home.
+type GetFileArgs struct {
+	Path string `msgpack:"path"`
+}
+
+// GetFileResult is the file's bytes.
+type GetFileResult struct {
+	Data []byte `msgpack:"data"`
+}
+
+// MaxGetFile bounds what get_file reads (the safe reader's bound), and
+// MaxPutFile what put_file writes.
+const (
+	MaxGetFile = 1 << 20
+	MaxPutFile = 32 << 20
+)
 
 // WebArgs serves one of the sandbox's offline web apps (package
 // guest/webapp) built from Data (JSON, the task instance's), replacing a

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import wire
 from ._http import AsyncTransport
-from .errors import ProtocolError, ShinkenError, TransportError, error_from_wire
+from .errors import ChecksumMismatch, ProtocolError, ShinkenError, TransportError, error_from_wire
 from .frames import Frame, FrameCache
 
 DEFAULT_URL_ENV = "SHINKEN_URL"
@@ -219,6 +219,28 @@ class AsyncClient:
         trajectory's ``events``, never as an agent action."""
         return await self.transport.call("POST", "/v1/exec", wire.exec_request(
             env_id, argv, shell, stdin=stdin, cwd=cwd, env=env, timeout_ms=timeout_ms), timeout=timeout)
+
+    async def put_file(self, env_id: str, path: str, data: bytes, *, mode: Optional[int] = None,
+                       timeout: Optional[float] = None) -> Dict[str, Any]:
+        """POST /v1/files/put: writes data to path ("~/..." or absolute) in
+        env_id's sandbox with the agent's rights, its sha256 checked by the
+        server (ChecksumMismatch). Returns ``{path, sha256, size}``."""
+        return await self.transport.call("POST", "/v1/files/put", wire.file_put_request(env_id, path, data, mode),
+                                         timeout=timeout)
+
+    async def get_file(self, env_id: str, path: str, *, timeout: Optional[float] = None) -> bytes:
+        """POST /v1/files/get: the agent's regular file at path (no link
+        followed, at most ``spec.trainer.max_get_bytes``: TooLarge beyond,
+        NotFound when missing), its sha256 checked on arrival
+        (ChecksumMismatch)."""
+        import hashlib
+
+        r = await self.transport.call("POST", "/v1/files/get", {"env_id": env_id, "path": path}, timeout=timeout)
+        data = bytes(r.get("data") or b"")
+        if hashlib.sha256(data).hexdigest() != r.get("sha256") or len(data) != r.get("size"):
+            raise ChecksumMismatch(f"get {path}: {len(data)} bytes arrived that do not match the server's sha256",
+                                   env_id=env_id)
+        return data
 
     async def checkpoint_info(self, checkpoint_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id}: the checkpoint as POST returned it, its TTL

@@ -113,6 +113,14 @@ class Client:
         """POST /v1/exec: one command in env_id's sandbox (AsyncClient.exec)."""
         return _loop.run(self.aio.exec(env_id, argv, shell, **kw))
 
+    def put_file(self, env_id: str, path: str, data: bytes, *, mode: Optional[int] = None) -> Dict[str, Any]:
+        """POST /v1/files/put (AsyncClient.put_file)."""
+        return _loop.run(self.aio.put_file(env_id, path, data, mode=mode))
+
+    def get_file(self, env_id: str, path: str) -> bytes:
+        """POST /v1/files/get (AsyncClient.get_file)."""
+        return _loop.run(self.aio.get_file(env_id, path))
+
     def checkpoint_info(self, checkpoint_id: str) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id} (NotFound once deleted or expired)."""
         return _loop.run(self.aio.checkpoint_info(checkpoint_id))

@@ -252,6 +252,20 @@ class Env(_EnvBase):
             raise ShinkenError("exec before reset")
         return self.client.exec(self.env_id, argv, shell, **kw)
 
+    def put_file(self, path: str, data: bytes, *, mode: Optional[int] = None) -> Dict[str, Any]:
+        """Writes a file into this env's sandbox with the agent's rights
+        ("~/..." or absolute), checksummed: ``{path, sha256, size}``."""
+        if self.env_id is None:
+            raise ShinkenError("put_file before reset")
+        return self.client.put_file(self.env_id, path, data, mode=mode)
+
+    def get_file(self, path: str) -> bytes:
+        """Reads one of the agent's files from this env's sandbox (no link
+        followed, bounded), checksummed on arrival."""
+        if self.env_id is None:
+            raise ShinkenError("get_file before reset")
+        return self.client.get_file(self.env_id, path)
+
     def fork(self, n: int) -> Tuple[Any, Any, Dict[str, Any]]:
         """Branches this env into n new envs carrying its current state.
 

@@ -15,7 +15,7 @@ __all__ = [
     "ShinkenError", "BadRequest", "PayloadTooLarge", "BatchTooLarge", "Unauthorized",
     "NotFound", "InvalidAction", "UnknownVerb", "DialectError", "Unsupported",
     "PoolExhausted", "SandboxDied", "Timeout", "EpisodeOver", "Internal",
-    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef", "CheckpointLimit",
+    "Busy", "DisplayError", "TooLarge", "ScorerError", "AgentError", "StaleElementRef", "CheckpointLimit", "ChecksumMismatch",
     "TransportError", "StepTimeout", "ProtocolError", "NotScored",
     "BatchError", "CODES", "error_from_wire",
 ]
@@ -187,6 +187,12 @@ class CheckpointLimit(ShinkenError):
     code, http_status = "checkpoint_limit", 429
 
 
+class ChecksumMismatch(ShinkenError):
+    """A file's bytes do not have the sha256 named for them (a put whose data
+    changed on the way, or a get the client checked on arrival)."""
+    code, http_status = "checksum_mismatch", 422
+
+
 class TransportError(ShinkenError):
     """The HTTP exchange itself failed (refused after retries, reset, timed out).
 
@@ -249,7 +255,7 @@ CODES: Dict[str, Type[ShinkenError]] = {
         BadRequest, PayloadTooLarge, BatchTooLarge, Unauthorized, NotFound, InvalidAction,
         UnknownVerb, DialectError, Unsupported, PoolExhausted, SandboxDied, Timeout,
         EpisodeOver, Internal, Busy, DisplayError, TooLarge, ScorerError, AgentError,
-        StaleElementRef, CheckpointLimit,
+        StaleElementRef, CheckpointLimit, ChecksumMismatch,
     )
 }
 

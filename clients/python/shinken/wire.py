@@ -404,6 +404,19 @@ def exec_request(env_id: str, argv: Optional[Sequence[str]] = None, shell: Optio
     return r
 
 
+def file_put_request(env_id: str, path: str, data: bytes, mode: Optional[int] = None) -> Dict[str, Any]:
+    """api.FilePutRequest, with the data's sha256 for the server to check."""
+    import hashlib
+
+    if isinstance(data, str):
+        data = data.encode()
+    r: Dict[str, Any] = {"env_id": _str("env_id", env_id), "path": _str("path", path), "data": bytes(data),
+                         "sha256": hashlib.sha256(data).hexdigest()}
+    if mode is not None:
+        r["mode"] = int(mode)
+    return r
+
+
 def close_request(env_ids: Sequence[str]) -> Dict[str, Any]:
     """api.CloseRequest."""
     return {"env_ids": [_str("env_id", e) for e in env_ids]}

@@ -260,6 +260,9 @@ def test_trajectory_decodes_and_exports():
     assert traj.started_at == dt.datetime(2026, 12, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
     assert traj.ended_at - traj.started_at == dt.timedelta(seconds=3.25)
     assert traj.steps[0].actions[0] == {"verb": "click", "x": 200.0, "y": 200.0}
+    # The trainer's own calls are events beside the steps, never steps.
+    assert [e["kind"] for e in traj.events] == ["put_file", "exec", "observe"] and len(traj.steps) == 2
+    assert traj.events[1]["exit"] == 0 and traj.events[0]["sha256"] == "ab" * 32
     row = shinken.to_verl_row(traj)
     assert row["prompt_ids"] == [1, 2, 3]
     assert row["response_ids"] == [4, 5, 6, 7, 8]

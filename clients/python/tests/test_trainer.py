@@ -66,6 +66,31 @@ def test_observe_without_a_step(server, task_id):
         env.close()
 
 
+def test_files_round_trip(exec_server):
+    env = shinken.Env(exec_server.url, task="xterm-hello-file", token=exec_server.token, obs_mode="bytes")
+    try:
+        env.reset()
+        data = bytes(range(256)) * 10
+        r = env.put_file("~/fixtures/blob.bin", data, mode=0o600)
+        assert r["size"] == len(data) and len(r["sha256"]) == 64
+        assert env.get_file("~/fixtures/blob.bin") == data
+        assert env.exec(shell="stat -c %a ~/fixtures/blob.bin")["stdout"] == b"600\n"
+        with pytest.raises(shinken.NotFound):
+            env.get_file("~/nope")
+        env.exec(shell="ln -s ~/fixtures/blob.bin ~/link")
+        with pytest.raises(shinken.BadRequest):
+            env.get_file("~/link")  # no link followed
+        req = shinken.wire.file_put_request(env.env_id, "~/x", b"abc")
+        req["sha256"] = "0" * 64
+        with pytest.raises(shinken.ChecksumMismatch):
+            shinken._loop.run(env.client.aio.transport.call("POST", "/v1/files/put", req))
+        events = env.trajectory().events
+        assert [e["kind"] for e in events if e["kind"] != "exec"] == ["put_file", "get_file", "get_file", "get_file"]
+        assert events[0]["sha256"] == r["sha256"]
+    finally:
+        env.close()
+
+
 def test_exec_refused_where_not_allowed(server, task_id):
     env = shinken.Env(server.url, task=task_id, token=server.token, obs_mode="bytes")
     try:
