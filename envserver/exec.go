@@ -148,10 +148,18 @@ func (s *Server) betweenSteps(id, what string) (*env, error) {
 	return e, nil
 }
 
+// maxEvents bounds the trainer events one trajectory keeps; past it they
+// are counted (EventsDropped), not kept.
+const maxEvents = 4096
+
 // recordEvent appends ev to ep's trajectory.
 func (s *Server) recordEvent(ep *episode, ev trajectory.Event) {
 	ep.mu.Lock()
-	ep.traj.Events = append(ep.traj.Events, ev)
+	if len(ep.traj.Events) < maxEvents {
+		ep.traj.Events = append(ep.traj.Events, ev)
+	} else {
+		ep.traj.EventsDropped++
+	}
 	ep.mu.Unlock()
 }
 

@@ -98,6 +98,9 @@ type Trajectory struct {
 	// Events are what the trainer did to the episode's sandbox between
 	// the agent's steps (docs/api.md, "Trainer exec"): never agent actions.
 	Events []Event `msgpack:"events,omitempty" json:"events,omitempty"`
+	// EventsDropped counts the events past the server's bound per episode
+	// (4096), not kept.
+	EventsDropped int `msgpack:"events_dropped,omitempty" json:"events_dropped,omitempty"`
 }
 
 // Event is one thing the trainer did in an episode, after AfterStep agent
