@@ -106,16 +106,12 @@ func (s *Server) trainerExec(ctx context.Context, req *api.ExecRequest) (*api.Ex
 		Env: req.Env, TimeoutMS: timeout})
 	ev := trajectory.Event{Kind: trajectory.EventExec, AfterStep: ep.step, TMS: t0.Sub(ep.start).Milliseconds(),
 		Argv: req.Argv, Shell: req.Shell, DurationMS: time.Since(t0).Milliseconds()}
-	if err != nil {
-		ev.Error = string(codeOf(err))
-		s.recordEvent(ep, ev)
-		if isDeath(err, e.lease) {
-			s.died(e, err, trajectory.SandboxDied)
-		}
+	if err == nil {
+		ev.Exit, ev.TimedOut, ev.StdoutBytes, ev.StderrBytes = res.ExitCode, res.TimedOut, len(res.Stdout), len(res.Stderr)
+	}
+	if err := s.endEvent(e, ev, err); err != nil {
 		return nil, err
 	}
-	ev.Exit, ev.TimedOut, ev.StdoutBytes, ev.StderrBytes = res.ExitCode, res.TimedOut, len(res.Stdout), len(res.Stderr)
-	s.recordEvent(ep, ev)
 	return &api.ExecReply{EnvID: e.id, Exit: res.ExitCode, Signal: res.Signal, Stdout: nonNil(res.Stdout), Stderr: nonNil(res.Stderr),
 		Truncated: res.StdoutTruncated || res.StderrTruncated, TimedOut: res.TimedOut, DurationMS: res.DurationMS}, nil
 }
@@ -146,6 +142,20 @@ func (s *Server) betweenSteps(id, what string) (*env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// endEvent records ev, the trainer's call on e (e.mu held), with err's
+// code when the call failed; a sandbox that died in the call ends the
+// episode. It returns err.
+func (s *Server) endEvent(e *env, ev trajectory.Event, err error) error {
+	if err != nil {
+		ev.Error = string(codeOf(err))
+	}
+	s.recordEvent(e.ep, ev)
+	if err != nil && isDeath(err, e.lease) {
+		s.died(e, err, trajectory.SandboxDied)
+	}
+	return err
 }
 
 // maxEvents bounds the trainer events one trajectory keeps; past it they

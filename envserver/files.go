@@ -97,15 +97,9 @@ func (s *Server) putFile(ctx context.Context, req *api.FilePutRequest) (*api.Fil
 	err = e.lease.Guest().PutFile(ctx, wire.PutFileArgs{Path: req.Path, Data: req.Data, Mode: req.Mode, Agent: true})
 	ev := trajectory.Event{Kind: trajectory.EventPutFile, AfterStep: e.ep.step, TMS: t0.Sub(e.ep.start).Milliseconds(),
 		Path: req.Path, SHA256: sum, Size: len(req.Data), DurationMS: time.Since(t0).Milliseconds()}
-	if err != nil {
-		ev.Error = string(codeOf(err))
-		s.recordEvent(e.ep, ev)
-		if isDeath(err, e.lease) {
-			s.died(e, err, trajectory.SandboxDied)
-		}
+	if err := s.endEvent(e, ev, err); err != nil {
 		return nil, err
 	}
-	s.recordEvent(e.ep, ev)
 	return &api.FileReply{EnvID: e.id, Path: req.Path, SHA256: sum, Size: len(req.Data)}, nil
 }
 
@@ -125,16 +119,13 @@ func (s *Server) getFile(ctx context.Context, req *api.FileGetRequest) (*api.Fil
 	res, err := e.lease.Guest().GetFile(ctx, wire.GetFileArgs{Path: req.Path})
 	ev := trajectory.Event{Kind: trajectory.EventGetFile, AfterStep: e.ep.step, TMS: t0.Sub(e.ep.start).Milliseconds(),
 		Path: req.Path, DurationMS: time.Since(t0).Milliseconds()}
-	if err != nil {
-		ev.Error = string(codeOf(err))
-		s.recordEvent(e.ep, ev)
-		if isDeath(err, e.lease) {
-			s.died(e, err, trajectory.SandboxDied)
-		}
+	var data []byte
+	if err == nil {
+		data = nonNil(res.Data)
+		ev.SHA256, ev.Size = sha256Hex(data), len(data)
+	}
+	if err := s.endEvent(e, ev, err); err != nil {
 		return nil, err
 	}
-	data := nonNil(res.Data)
-	ev.SHA256, ev.Size = sha256Hex(data), len(data)
-	s.recordEvent(e.ep, ev)
 	return &api.FileReply{EnvID: e.id, Path: req.Path, Data: data, SHA256: ev.SHA256, Size: len(data)}, nil
 }
