@@ -92,6 +92,15 @@ func (c *Server) ReadToken() error {
 // timed_out set.
 var DefaultSettle = aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 2000}
 
+// ScriptSettle is how a task's fixed script (a solution, a wrong solution)
+// is played, by the task checker and by rollout's scripted policy: a
+// script cannot look at the screen, so each step may wait up to 8 s for
+// what it started (a page load, a form's post) to finish. The settle ends
+// on the same events as DefaultSettle's, so a quick step costs no more;
+// only a loaded host's slow load is waited for, where 2 s would hand the
+// script's next keys to a page not yet there.
+var ScriptSettle = aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 8000}
+
 // Duration is a time.Duration written as "30s" in JSON.
 type Duration time.Duration
 

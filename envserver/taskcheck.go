@@ -328,9 +328,10 @@ const homeDigest = `cd "$HOME" && { find . -xdev -type f ! -path './.cache/*' ! 
 // runPlay runs one episode on the worker's env (created by its first reset).
 func (s *Server) runPlay(ctx context.Context, family string, p *play, env *string) playResult {
 	seed := p.seed
-	var obs *api.Observe
+	settle := configs.ScriptSettle
+	obs := &api.Observe{Settle: &settle}
 	if s.cfg.Tasks[family].A11y {
-		obs = &api.Observe{A11y: aci.A11yFull} // its solutions act on element refs
+		obs.A11y = aci.A11yFull // its solutions act on element refs
 	}
 	rr, err := s.reset(ctx, &api.ResetRequest{Envs: []api.ResetEnv{{EnvID: *env, Task: family, Seed: &seed, Split: p.split}}, Observe: obs})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 )
 
@@ -69,14 +70,28 @@ func (p *Scripted) NeedsTree(task string) bool {
 
 // observe is the observe setting of task's requests.
 func (r *runner) observe(task string) *api.Observe {
-	n, ok := r.cfg.Policy.(treeNeeder)
-	if !ok || !n.NeedsTree(task) || (r.cfg.Observe != nil && r.cfg.Observe.A11y != "") {
+	n, tree := r.cfg.Policy.(treeNeeder)
+	tree = tree && n.NeedsTree(task) && (r.cfg.Observe == nil || r.cfg.Observe.A11y == "")
+	_, script := r.cfg.Policy.(scriptPlayer)
+	script = script && (r.cfg.Observe == nil || r.cfg.Observe.Settle == nil)
+	if !tree && !script {
 		return r.cfg.Observe
 	}
 	o := api.Observe{}
 	if r.cfg.Observe != nil {
 		o = *r.cfg.Observe
 	}
-	o.A11y = aci.A11yFull
+	if tree {
+		o.A11y = aci.A11yFull
+	}
+	if script {
+		settle := configs.ScriptSettle
+		o.Settle = &settle
+	}
 	return &o
 }
+
+// scriptPlayer is a policy that plays fixed scripts (Scripted): it cannot
+// look at the screen, so unless the config sets a settle its steps settle
+// as configs.ScriptSettle says.
+type scriptPlayer interface{ playsScripts() }

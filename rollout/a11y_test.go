@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 )
 
@@ -43,5 +44,36 @@ func TestOpenAIObserveA11y(t *testing.T) {
 	}
 	if ObserveTree(ObserveA11y) != aci.A11yFull || ObserveTree(ObserveFrame) != "" || CheckObserve("pixels") == nil {
 		t.Error("observe tracks map wrongly")
+	}
+}
+
+// TestScriptSettle: a scripted policy's steps settle with the script
+// settle (it cannot look at the screen) unless the config names a settle;
+// a model's policy keeps the config's observation as it is.
+func TestScriptSettle(t *testing.T) {
+	own := &aci.Settle{QuietMS: 100, MaxMS: 500}
+	for _, c := range []struct {
+		name   string
+		policy Policy
+		cfg    *api.Observe
+		want   *aci.Settle
+	}{
+		{"scripted, no observe", &Scripted{}, nil, &configs.ScriptSettle},
+		{"scripted, observe without settle", &Scripted{}, &api.Observe{Format: aci.FormatJPEG}, &configs.ScriptSettle},
+		{"scripted, its own settle", &Scripted{}, &api.Observe{Settle: own}, own},
+		{"a model", &Random{}, nil, nil},
+	} {
+		r := &runner{cfg: Config{Policy: c.policy, Observe: c.cfg}}
+		o := r.observe("xterm-hello-file")
+		var got *aci.Settle
+		if o != nil {
+			got = o.Settle
+		}
+		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
+			t.Errorf("%s: settle %+v; want %+v", c.name, got, c.want)
+		}
+		if c.cfg != nil && o.Format != c.cfg.Format {
+			t.Errorf("%s: format %q; want the config's %q", c.name, o.Format, c.cfg.Format)
+		}
 	}
 }

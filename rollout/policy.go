@@ -68,6 +68,8 @@ type Scripted struct {
 	Wrong bool   // play the instance's first wrong solution instead
 }
 
+func (p *Scripted) playsScripts() {}
+
 // Start implements Policy.
 func (p *Scripted) Start(_ context.Context, task api.TaskInfo, seed int64) (Agent, error) {
 	t, ok := p.Tasks[task.ID]
