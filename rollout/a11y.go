@@ -72,8 +72,8 @@ func (p *Scripted) NeedsTree(task string) bool {
 func (r *runner) observe(task string) *api.Observe {
 	n, tree := r.cfg.Policy.(treeNeeder)
 	tree = tree && n.NeedsTree(task) && (r.cfg.Observe == nil || r.cfg.Observe.A11y == "")
-	_, script := r.cfg.Policy.(scriptPlayer)
-	script = script && (r.cfg.Observe == nil || r.cfg.Observe.Settle == nil)
+	sp, script := r.cfg.Policy.(scriptPlayer)
+	script = script && sp.playsScripts() && (r.cfg.Observe == nil || r.cfg.Observe.Settle == nil)
 	if !tree && !script {
 		return r.cfg.Observe
 	}
@@ -91,7 +91,8 @@ func (r *runner) observe(task string) *api.Observe {
 	return &o
 }
 
-// scriptPlayer is a policy that plays fixed scripts (Scripted): it cannot
-// look at the screen, so unless the config sets a settle its steps settle
-// as configs.ScriptSettle says.
-type scriptPlayer interface{ playsScripts() }
+// scriptPlayer is a policy that may play fixed scripts (Scripted, or a
+// wrapper of one that forwards this): one that does cannot look at the
+// screen, so unless the config sets a settle its steps settle as
+// configs.ScriptSettle says.
+type scriptPlayer interface{ playsScripts() bool }

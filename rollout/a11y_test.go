@@ -62,6 +62,8 @@ func TestScriptSettle(t *testing.T) {
 		{"scripted, observe without settle", &Scripted{}, &api.Observe{Format: aci.FormatJPEG}, &configs.ScriptSettle},
 		{"scripted, its own settle", &Scripted{}, &api.Observe{Settle: own}, own},
 		{"a model", &Random{}, nil, nil},
+		{"a wrapper that forwards", &countStarts{Policy: &Scripted{}}, nil, &configs.ScriptSettle},
+		{"a wrapper of a model", &countStarts{Policy: &Random{}}, nil, nil},
 	} {
 		r := &runner{cfg: Config{Policy: c.policy, Observe: c.cfg}}
 		o := r.observe("xterm-hello-file")

@@ -68,7 +68,7 @@ type Scripted struct {
 	Wrong bool   // play the instance's first wrong solution instead
 }
 
-func (p *Scripted) playsScripts() {}
+func (p *Scripted) playsScripts() bool { return true }
 
 // Start implements Policy.
 func (p *Scripted) Start(_ context.Context, task api.TaskInfo, seed int64) (Agent, error) {

@@ -37,6 +37,13 @@ func (c *countStarts) NeedsTree(task string) bool {
 	return ok && n.NeedsTree(task)
 }
 
+// playsScripts forwards to the wrapped policy (a scripted one's steps
+// settle as a script's).
+func (c *countStarts) playsScripts() bool {
+	p, ok := c.Policy.(scriptPlayer)
+	return ok && p.playsScripts()
+}
+
 func (c *countStarts) Start(ctx context.Context, task api.TaskInfo, seed int64) (Agent, error) {
 	c.n.Add(1)
 	return c.Policy.Start(ctx, task, seed)
