@@ -227,13 +227,13 @@ class Env(_EnvBase):
         obs, info = slot_obs(s, self.obs_mode), slot_info(s, self.instruction)
         return obs, step_reward(s, obs, info), s.terminated, s.truncated, info
 
-    def observe(self, *, windows: bool = False, observe: Any = None) -> Tuple[Any, Dict[str, Any]]:
+    def observe_now(self, *, windows: bool = False, observe: Any = None) -> Tuple[Any, Dict[str, Any]]:
         """The env's observation now, without a step (no budget spent, no
         agent action recorded): (obs, info) in this env's obs_mode and
         observe settings (or ``observe``); ``windows=True`` adds the window
         list as ``info["windows"]``."""
         if self.env_id is None:
-            raise ShinkenError("observe before reset")
+            raise ShinkenError("observe_now before reset")
         s = self.client.observe([self.env_id], observe if observe is not None else self._a.observe,
                                 windows=windows)[0]
         if s.error is not None:

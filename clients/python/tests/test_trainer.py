@@ -54,12 +54,13 @@ def test_observe_without_a_step(server, task_id):
     try:
         first, _ = env.reset()
         assert env.client.spec()["trainer"]["observe"] is True
-        obs, info = env.observe(windows=True)
+        obs, info = env.observe_now(windows=True)
         assert obs[:8] == b"\x89PNG\r\n\x1a\n" and info["step"] == 0
         assert info["windows"] and all("title" in w for w in info["windows"]), info["windows"]
         env.step({"verb": "wait", "ms": 10})
-        _, info = env.observe()
+        _, info = env.observe_now()
         assert info["step"] == 1 and "windows" not in info  # one agent step; observing spent none
+        assert isinstance(env.observe, dict) or env.observe is None  # the env's observe request is untouched
         traj = env.trajectory()
         assert len(traj.steps) == 1 and [e["kind"] for e in traj.events] == ["observe", "observe"]
     finally:
