@@ -136,8 +136,8 @@ class Controller:
 
     def __init__(self, env: "DesktopEnv"):
         self._env = env
-        self._recording: Optional[List[str]] = None
-        self._frames: Dict[str, bytes] = {}
+        self._recording: Optional[List[bytes]] = None  # each step's screenshot, as kept
+        self._frames: Dict[bytes, bytes] = {}  # the distinct screenshots: one copy of each
 
     def get_screenshot(self) -> Optional[bytes]:
         """The last observation's screenshot (PNG bytes); Shinken observes
@@ -167,19 +167,19 @@ class Controller:
     def record(self, png: bytes) -> None:
         if self._recording is None:
             return
-        key = str(hash(png))
-        if key not in self._frames:
+        kept = self._frames.get(png)
+        if kept is None:
             if len(self._frames) >= MAX_RECORDED_FRAMES:
                 log.warning("recording: %d distinct frames kept; later ones are not", MAX_RECORDED_FRAMES)
                 return
-            self._frames[key] = png
-        self._recording.append(key)
+            kept = self._frames[png] = png
+        self._recording.append(kept)
 
     def end_recording(self, dest: str) -> bool:
         """Writes the recording (one frame a step, 1 fps) to ``dest`` as mp4
         with ffmpeg; False, with a warning, when ffmpeg is not on PATH or
         nothing was recorded. The recording ends either way."""
-        rec, frames = self._recording, self._frames
+        rec = self._recording
         self._recording, self._frames = None, {}
         if not rec:
             log.warning("recording: nothing recorded; %s not written", dest)
@@ -188,7 +188,7 @@ class Controller:
         if ffmpeg is None:
             log.warning("recording: ffmpeg is not on PATH; %s not written", dest)
             return False
-        data = b"".join(frames[k] for k in rec)
+        data = b"".join(rec)
         subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-f", "image2pipe", "-framerate", "1", "-i", "-",
                         "-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", dest],
                        input=data, check=True, timeout=120)
