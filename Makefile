@@ -13,11 +13,13 @@ TEST_FLAGS  ?= -count=1 -timeout 25m -p 1
 # scrot), the Python client's dependencies, debootstrap for the image, the
 # session and accessibility buses (dbus, at-spi2-core, the GTK bridges,
 # nss_wrapper), Chromium (sandboxed browser tasks and the web UI's browser
-# tests), LibreOffice Calc and Writer, and pdftotext (poppler-utils) for the
-# verifier library's pdftext op.
+# tests), LibreOffice Calc and Writer, pdftotext (poppler-utils) for the
+# verifier library's pdftext op, VLC and GIMP (OSWorld's vlc and gimp
+# tasks), and ffmpeg (episode videos).
 DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galculator mupdf feh dbus at-spi2-core libatk-adaptor libgail-common libnss-wrapper \
                fonts-dejavu-core python3-msgpack python3-numpy python3-pil python3-pytest \
-               debootstrap chromium libreoffice-calc libreoffice-writer libreoffice-gtk3 poppler-utils
+               debootstrap chromium libreoffice-calc libreoffice-writer libreoffice-gtk3 poppler-utils \
+               vlc gimp ffmpeg
 GO_BINS     := envserver guestd rollout bench
 
 .PHONY: help deps build run test test-go test-lane-1 test-lane-2 test-race-core test-python test-race bench bench-quick fuzz lint image clean
