@@ -2,13 +2,14 @@ package ui
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image"
 	"image/png"
 	"net/http"
 	"regexp"
 	"strconv"
+
+	"github.com/shinken-rl/shinken/envserver/render"
 )
 
 var hashRE = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
@@ -83,60 +84,15 @@ func (u *UI) frame(w http.ResponseWriter, r *http.Request) {
 
 // decodeImage decodes a stored frame of any format into an image.
 func (u *UI) decodeImage(data []byte, format string) (image.Image, error) {
-	if format == "raw" {
-		return u.decodeRaw(data)
-	}
-	img, _, err := image.Decode(bytes.NewReader(data))
-	return img, err
+	p := u.src.Pool()
+	return render.Decode(data, format, p.ScreenW, p.ScreenH)
 }
 
-// decodeRaw turns RGB24 bytes into an image. A raw frame does not carry its
-// size: it is the screen's, or a downscale that keeps the screen's aspect
-// ratio, so the size is the factorization of the pixel count whose aspect is
-// nearest the screen's.
+// decodeRaw turns RGB24 bytes into an image (render.DecodeRaw on the
+// pool's screen).
 func (u *UI) decodeRaw(data []byte) (image.Image, error) {
 	p := u.src.Pool()
-	w, h, ok := rawDims(len(data), p.ScreenW, p.ScreenH)
-	if !ok {
-		return nil, errors.New("raw frame: size not recoverable from its length")
-	}
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for i, j := 0, 0; i+2 < len(data); i, j = i+3, j+4 {
-		img.Pix[j], img.Pix[j+1], img.Pix[j+2], img.Pix[j+3] = data[i], data[i+1], data[i+2], 255
-	}
-	return img, nil
-}
-
-func rawDims(n, sw, sh int) (w, h int, ok bool) {
-	if n == 0 || n%3 != 0 || sw <= 0 || sh <= 0 {
-		return 0, 0, false
-	}
-	px := n / 3
-	want := float64(sw) / float64(sh)
-	best := -1.0
-	for c := 1; c*c <= px; c++ {
-		if px%c != 0 {
-			continue
-		}
-		for _, cw := range []int{c, px / c} {
-			ch := px / cw
-			if cw > sw || ch > sh {
-				continue
-			}
-			d := float64(cw)/float64(ch) - want
-			if d < 0 {
-				d = -d
-			}
-			if best < 0 || d < best {
-				best, w, h = d, cw, ch
-			}
-		}
-	}
-	// Accept only a size within rounding of the screen's aspect ratio.
-	if best < 0 || best > want/float64(h) {
-		return 0, 0, false
-	}
-	return w, h, true
+	return render.DecodeRaw(data, p.ScreenW, p.ScreenH)
 }
 
 // httpError is an error with the status it answers.

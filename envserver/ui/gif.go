@@ -6,10 +6,9 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
-	_ "image/jpeg" // frames may be stored as JPEG
 	"net/http"
 
-	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/render"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -42,7 +41,7 @@ var markRed = cubeIndex(255, 0, 0)
 
 // apiGIF exports an episode's replay as an animated GIF: each position shows
 // the screen the model saw with that step's points and drags marked, then
-// the final screen. One export runs at a time; long episodes are sampled
+// the final screen (drawn by package render, as the API's episode video). One export runs at a time; long episodes are sampled
 // down to MaxGIFFrames.
 func (u *UI) apiGIF(w http.ResponseWriter, r *http.Request) {
 	t, err := u.src.Episode(r.PathValue("id"))
@@ -79,39 +78,15 @@ func (u *UI) apiGIF(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf.Bytes())
 }
 
-// replayPos is one position of a replay: a frame and the actions drawn on it.
-type replayPos struct {
-	frame   string
-	actions []aci.Action
-}
-
-func positions(t *trajectory.Trajectory) []replayPos {
-	var out []replayPos
-	prev := t.InitFrame
-	for i := range t.Steps {
-		out = append(out, replayPos{frame: prev, actions: t.Steps[i].Actions})
-		prev = t.Steps[i].ObsFrame
-	}
-	out = append(out, replayPos{frame: prev})
-	return out
-}
-
 func (u *UI) replayGIF(t *trajectory.Trajectory) (*gif.GIF, error) {
-	pos := positions(t)
-	if n := u.opt.MaxGIFFrames; len(pos) > n {
-		kept := make([]replayPos, 0, n)
-		for i := 0; i < n; i++ {
-			kept = append(kept, pos[i*(len(pos)-1)/(n-1)])
-		}
-		pos = kept
-	}
+	pos := render.Sample(render.Positions(t), u.opt.MaxGIFFrames)
 	p := u.src.Pool()
 	g := &gif.GIF{}
 	for i, ps := range pos {
-		if ps.frame == "" {
+		if ps.Frame == "" {
 			continue
 		}
-		data, format, err := u.src.Frame(ps.frame)
+		data, format, err := u.src.Frame(ps.Frame)
 		if err != nil {
 			continue // a frame not recorded: the replay skips it
 		}
@@ -122,8 +97,8 @@ func (u *UI) replayGIF(t *trajectory.Trajectory) (*gif.GIF, error) {
 		pal := quantize(img, gifLongEdge)
 		sx := float64(pal.Rect.Dx()) / float64(max(p.ScreenW, 1))
 		sy := float64(pal.Rect.Dy()) / float64(max(p.ScreenH, 1))
-		for _, a := range ps.actions {
-			markAction(pal, a, sx, sy, p.ScreenW, p.ScreenH)
+		for _, a := range ps.Actions {
+			render.MarkAction(pal.Rect, a, sx, sy, p.ScreenW, p.ScreenH, func(x, y int) { pal.Pix[pal.PixOffset(x, y)] = markRed })
 		}
 		delay := 80
 		if i == len(pos)-1 {
@@ -141,72 +116,10 @@ func (u *UI) replayGIF(t *trajectory.Trajectory) (*gif.GIF, error) {
 // quantize scales img so its long edge is at most edge and maps it onto
 // the color cube.
 func quantize(img image.Image, edge int) *image.Paletted {
-	small := downscale(img, edge)
+	small := render.Downscale(img, edge)
 	out := image.NewPaletted(small.Rect, cube)
 	for i, j := 0, 0; i < len(out.Pix); i, j = i+1, j+4 {
 		out.Pix[i] = cubeIndex(small.Pix[j], small.Pix[j+1], small.Pix[j+2])
 	}
 	return out
-}
-
-// markAction draws an action's point (a ring) and drag path (a line) in red.
-func markAction(img *image.Paletted, a aci.Action, sx, sy float64, sw, sh int) {
-	at := func(t aci.Target) (int, int, bool) {
-		switch t.Kind {
-		case aci.PointPx:
-			return int(t.X * sx), int(t.Y * sy), true
-		case aci.PointNorm:
-			return int(t.X * float64(sw) * sx), int(t.Y * float64(sh) * sy), true
-		}
-		return 0, 0, false
-	}
-	pt, ok := a.Point()
-	if !ok {
-		return
-	}
-	x, y, ok := at(pt)
-	if !ok {
-		return
-	}
-	ring(img, x, y, 7)
-	ring(img, x, y, 6)
-	if a.To != nil {
-		if x2, y2, ok := at(*a.To); ok {
-			line(img, x, y, x2, y2)
-			ring(img, x2, y2, 4)
-		}
-	}
-}
-
-func ring(img *image.Paletted, cx, cy, r int) {
-	for x := -r; x <= r; x++ {
-		for y := -r; y <= r; y++ {
-			if d := x*x + y*y; d <= r*r && d > (r-2)*(r-2) {
-				setPx(img, cx+x, cy+y)
-			}
-		}
-	}
-}
-
-func line(img *image.Paletted, x0, y0, x1, y1 int) {
-	n := max(abs(x1-x0), abs(y1-y0), 1)
-	for i := 0; i <= n; i++ {
-		x, y := x0+(x1-x0)*i/n, y0+(y1-y0)*i/n
-		setPx(img, x, y)
-		setPx(img, x+1, y)
-		setPx(img, x, y+1)
-	}
-}
-
-func setPx(img *image.Paletted, x, y int) {
-	if (image.Point{x, y}).In(img.Rect) {
-		img.Pix[y*img.Stride+x] = markRed
-	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/envserver/render"
 	"github.com/shinken-rl/shinken/trajectory"
 )
 
@@ -291,12 +292,12 @@ func TestFrameAndGIF(t *testing.T) {
 
 func TestRawDims(t *testing.T) {
 	for _, c := range []struct{ w, h, sw, sh int }{{1280, 800, 1280, 800}, {640, 400, 1280, 800}, {1024, 640, 1280, 800}, {1920, 1080, 1920, 1080}, {683, 384, 1366, 768}} {
-		w, h, ok := rawDims(c.w*c.h*3, c.sw, c.sh)
+		w, h, ok := render.RawDims(c.w*c.h*3, c.sw, c.sh)
 		if !ok || w != c.w || h != c.h {
-			t.Errorf("rawDims(%dx%d on %dx%d): got %dx%d %v", c.w, c.h, c.sw, c.sh, w, h, ok)
+			t.Errorf("render.RawDims(%dx%d on %dx%d): got %dx%d %v", c.w, c.h, c.sw, c.sh, w, h, ok)
 		}
 	}
-	if _, _, ok := rawDims(7*13*3, 1280, 800); ok {
+	if _, _, ok := render.RawDims(7*13*3, 1280, 800); ok {
 		t.Errorf("rawDims of a prime-ish size: want not ok")
 	}
 }
