@@ -290,7 +290,7 @@ func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *epis
 		EpisodeID: newID("ep-"), EnvID: e.id, Task: in.ID, Seed: &seed, ForkOf: forkOf,
 		Instance: &trajectory.Instance{Version: in.Version, Hash: in.Hash, Split: in.Split,
 			Instruction: in.Instruction, Params: in.Params},
-		Steps: []trajectory.Step{}, StartedAt: now.UTC(),
+		Steps: []trajectory.Step{}, StartedAt: now.UTC(), Envelope: s.envelope(in),
 	}, maxSteps: in.MaxSteps}
 	e.ep = ep
 	e.replay = nil
@@ -299,6 +299,19 @@ func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *epis
 	s.episodes[ep.traj.EpisodeID] = ep
 	s.mu.Unlock()
 	return ep
+}
+
+// envelope is what an episode of in may do (docs/api.md, "Capabilities
+// and audit"): the task's apps and shell, the clipboard verbs, the
+// trainer's routes as this server serves them, the network the sandbox's
+// confinement leaves it, and the screen.
+func (s *Server) envelope(in *configs.Instance) *trajectory.Envelope {
+	net := "host"
+	if c := s.pool.Capabilities().Confinement; c != nil && slices.Contains(c.Namespaces, "net") {
+		net = "none"
+	}
+	return &trajectory.Envelope{Apps: slices.Clone(in.Apps), Shell: in.AllowShell, Clipboard: true,
+		TrainerExec: s.cfg.TrainerExec, TrainerFiles: true, Network: net, ScreenW: s.cfg.Screen.W, ScreenH: s.cfg.Screen.H}
 }
 
 // finishEpisode ends e's episode with reason (e.mu held), saves it and counts it.

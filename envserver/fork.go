@@ -173,12 +173,15 @@ func (s *Server) episode(id string) (*trajectory.Trajectory, error) {
 		defer ep.mu.Unlock()
 		t := ep.traj
 		t.Steps = append([]trajectory.Step(nil), ep.traj.Steps...)
+		t.Events = append([]trajectory.Event(nil), ep.traj.Events...)
 		t.NumTurns = len(t.Steps)
+		t.Audit = trajectory.Audit(&t)
 		return &t, nil
 	}
 	if s.cfg.Store != nil {
 		t, err := s.cfg.Store.Load(id)
 		if err == nil {
+			t.Audit = trajectory.Audit(t)
 			return t, nil
 		}
 		if !errors.Is(err, trajectory.ErrNotFound) {

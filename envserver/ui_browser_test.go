@@ -242,6 +242,10 @@ func TestWebUI(t *testing.T) {
 		t.Errorf("overlay: got %q; want the typed text drawn", got)
 	}
 	shot(t, ctx, "ui-episode.png")
+	// The head shows what the episode could do and what of it was used.
+	if got, _ := text(ctx, "#episode-head"); !strings.Contains(got, "Capabilities") || !strings.Contains(got, "appsxterm") || !strings.Contains(got, "Audit (") {
+		t.Errorf("episode head: got %q; want the capabilities (apps xterm) and the audit", got)
+	}
 	if err := chromedp.Do(ctx,
 		chromedp.KeyEvent(kb.End),
 		chromedp.Poll[chromedp.Void](`document.getElementById('pos-label').textContent === 'end (3 steps)'`, chromedp.WithPollingTimeout(5*time.Second)),

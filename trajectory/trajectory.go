@@ -101,6 +101,12 @@ type Trajectory struct {
 	// EventsDropped counts the events past the server's bound per episode
 	// (4096), not kept.
 	EventsDropped int `msgpack:"events_dropped,omitempty" json:"events_dropped,omitempty"`
+	// Envelope is what the episode was allowed to do, fixed at its start.
+	Envelope *Envelope `msgpack:"envelope,omitempty" json:"envelope,omitempty"`
+	// Audit is every use of the envelope's powers (Audit(t)): the server
+	// fills it when it serves a trajectory; the stored file holds the
+	// steps and events it is derived from.
+	Audit []Use `msgpack:"audit,omitempty" json:"audit,omitempty"`
 }
 
 // Event is one thing the trainer did in an episode, after AfterStep agent

@@ -78,6 +78,8 @@ const (
 	FieldFinish     = "finish_reasons"
 	FieldNoLogprobs = "logprobs_missing" // bool: some turn lacked logprobs, so the row has none
 	FieldDrop       = "drop"             // bool: infrastructure failure (Dropped); reward_score is null
+	FieldEnvelope   = "envelope"         // what the episode was allowed to do (Envelope), when recorded
+	FieldAudit      = "audit"            // every use of those powers (Audit)
 )
 
 // VerlRow builds the training row of one episode.
@@ -152,6 +154,10 @@ func VerlRow(t *Trajectory) (Row, error) {
 	if t.ForkOf != "" {
 		row.ExtraFields[FieldForkOf] = t.ForkOf
 	}
+	if t.Envelope != nil {
+		row.ExtraFields[FieldEnvelope] = t.Envelope
+	}
+	row.ExtraFields[FieldAudit] = Audit(t)
 	haveLogprobs := true
 	for _, st := range turns {
 		if len(st.ResponseLogprobs) != len(st.ResponseIDs) {

@@ -75,6 +75,12 @@ class Trajectory:
     # after_step, t_ms, argv | shell, exit, timed_out, stdout_bytes, ...}):
     # never agent actions (docs/api.md, "Trainer exec").
     events: List[Dict[str, Any]] = field(default_factory=list)
+    # What the episode was allowed to do ({apps, shell, clipboard,
+    # trainer_exec, trainer_files, network, screen_w, screen_h}) and every
+    # use of it ({by, kind, step, argv?, exit?, bytes?, path?, sha256?,
+    # failed?}), as served (docs/api.md, "Capabilities and audit").
+    envelope: Optional[Dict[str, Any]] = None
+    audit: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -87,7 +93,8 @@ class Trajectory:
                    num_turns=int(d.get("num_turns") or 0), started_at=_time(d.get("started_at")),
                    ended_at=_time(d.get("ended_at")), seed=d.get("seed"), fork_of=d.get("fork_of") or "",
                    init_frame=d.get("init_frame") or "", instance=d.get("instance"),
-                   events=list(d.get("events") or []), raw=d)
+                   events=list(d.get("events") or []), envelope=d.get("envelope"),
+                   audit=list(d.get("audit") or []), raw=d)
 
 
 def episodes(url: Any, episode_id: str, token: Optional[str] = None) -> Trajectory:

@@ -42,6 +42,9 @@ def test_exec_probes_and_changes_the_sandbox(exec_server):
         kinds = [e["kind"] for e in traj.events]
         assert kinds == ["exec"] * 4 and traj.events[0]["shell"].startswith("echo probe"), traj.events
         assert traj.events[-1]["timed_out"] and traj.events[1]["argv"] == ["cat", "probe.txt"]
+        # The envelope says exec was allowed; the audit lists each command.
+        assert traj.envelope["trainer_exec"] is True and traj.envelope["network"] in ("none", "host")
+        assert [(u["by"], u["kind"]) for u in traj.audit] == [("trainer", "exec")] * 4, traj.audit
         env.step({"verb": "done"})
         with pytest.raises(shinken.EpisodeOver):
             env.exec(shell="true")

@@ -313,7 +313,7 @@ function episodesView(params) {
 const KNOWN_STEP = new Set(["index", "actions", "text", "dialect", "prompt_ids", "response_ids", "response_mask",
   "response_logprobs", "finish_reason", "obs_frame", "reward", "error", "t_ms", "info", "a11y"]);
 const KNOWN_TRAJ = new Set(["episode_id", "env_id", "task", "seed", "fork_of", "steps", "reward", "exit_reason",
-  "num_turns", "started_at", "ended_at", "init_frame", "labels"]);
+  "num_turns", "started_at", "ended_at", "init_frame", "labels", "envelope", "audit"]);
 
 function replayView(id, params) {
   const img = el("img", { id: "replay-img", alt: "frame" });
@@ -443,7 +443,41 @@ function replayView(id, params) {
       ["export", el("span", {},
         el("a", { id: "raw-link", href: "/ui/api/episodes/" + encodeURIComponent(id), target: "_blank", text: "raw trajectory JSON" }), " · ",
         el("a", { id: "gif-link", href: "/ui/api/episodes/" + encodeURIComponent(id) + "/replay.gif", text: "animated GIF" }))],
-    ], "kv-row"), ...other.map((k) => el("div", {}, el("h2", { text: k.replace(/_/g, " ") }), json(traj[k]))));
+    ], "kv-row"), ...envelopeView(), ...other.map((k) => el("div", {}, el("h2", { text: k.replace(/_/g, " ") }), json(traj[k]))));
+  }
+
+  // What the episode was allowed to do, and every use of it.
+  function envelopeView() {
+    const env = traj.envelope;
+    if (!env) return [];
+    const yes = (b) => (b ? "yes" : "no");
+    const out = [el("h2", { text: "Capabilities" }), kv([
+      ["apps", (env.apps || []).join(", ") || "none"], ["shell", yes(env.shell)], ["clipboard", yes(env.clipboard)],
+      ["trainer exec", yes(env.trainer_exec)], ["trainer files", yes(env.trainer_files)], ["network", env.network],
+      ["screen", env.screen_w ? `${env.screen_w}×${env.screen_h}` : ""],
+    ], "kv-row")];
+    const audit = traj.audit || [];
+    const what = (u) => {
+      if (u.argv) return u.argv.join(" ");
+      if (u.shell) return u.shell;
+      if (u.path) return u.path;
+      return "";
+    };
+    const result = (u) => {
+      if (u.failed) return el("span", { class: "err", text: u.error || "failed" });
+      const parts = [];
+      if (u.exit !== undefined && u.exit !== null) parts.push("exit " + u.exit);
+      if (u.bytes) parts.push(u.bytes + " bytes");
+      if (u.sha256) parts.push("sha256 " + u.sha256.slice(0, 12));
+      return parts.join(" · ");
+    };
+    out.push(el("h2", { text: `Audit (${audit.length})` }), audit.length === 0 ? el("p", { class: "muted", text: "no power used" }) :
+      el("table", { id: "audit" },
+        el("thead", {}, el("tr", {}, ...["step", "by", "use", "what", "result"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, ...audit.map((u) => el("tr", {},
+          el("td", { text: String(u.step) }), el("td", { text: u.by }), el("td", { text: u.kind }),
+          el("td", { text: what(u) }), el("td", {}, result(u)))))));
+    return out;
   }
 
   // info.settle and info.timings, when the trajectory records them.
