@@ -54,6 +54,8 @@ type Server struct {
 	ConnIdleTimeout    Duration    `json:"conn_idle_timeout"`    // a keep-alive connection's wait for its next request
 	SnapshotBytes      int64       `json:"snapshot_bytes"`       // cap on what one snapshot or fork copies (too_large beyond); 0 = 4 GiB, -1 = none
 	SandboxCPUs        float64     `json:"sandbox_cpus"`         // docker: CPUs one container may use; 0 = 1
+	Ffmpeg             string      `json:"ffmpeg"`               // ffmpeg for episode videos (GET /v1/episodes/{id}/video.mp4): "" = ffmpeg on PATH, "off" = no videos
+	VideoCacheBytes    int64       `json:"video_cache_bytes"`    // encoded episode videos kept under <state>/videos; 0 = 1 GiB
 }
 
 // ReadToken fills Token from TokenFile when it is set (the file's content,

@@ -62,6 +62,19 @@ type Config struct {
 	Screen                                     api.Size // the sandboxes' screen, as /v1/spec reports it (zero: unreported)
 	TrainerExec                                bool     // serve POST /v1/exec (docs/api.md, "Trainer exec")
 	Logf                                       func(format string, args ...any)
+	// Episode videos (docs/api.md, "Episode video"): Ffmpeg is the ffmpeg
+	// to run ("" looks up ffmpeg on PATH, "off" serves none); VideoDir
+	// keeps the encoded videos ("" a temp dir removed at Shutdown), at
+	// most VideoCacheBytes of them (default 1 GiB); MaxVideoFrames bounds
+	// the positions in one (default 300; longer episodes are sampled),
+	// VideoEncodes the encodes at once (default 1), VideoTimeout one
+	// encode (default 2 min).
+	Ffmpeg          string
+	VideoDir        string
+	VideoCacheBytes int64
+	MaxVideoFrames  int
+	VideoEncodes    int
+	VideoTimeout    time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +130,19 @@ func (c *Config) setDefaults() {
 		st := configs.DefaultSettle
 		c.DefaultObserve.Settle = &st
 	}
+	if c.VideoCacheBytes <= 0 {
+		c.VideoCacheBytes = 1 << 30
+	}
+	if c.MaxVideoFrames <= 0 {
+		c.MaxVideoFrames = 300
+	}
+	c.MaxVideoFrames = min(c.MaxVideoFrames, videoMaxPerCall)
+	if c.VideoEncodes <= 0 {
+		c.VideoEncodes = 1
+	}
+	if c.VideoTimeout <= 0 {
+		c.VideoTimeout = 2 * time.Minute
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -140,7 +166,8 @@ type Server struct {
 	metrics fasthttp.RequestHandler
 	ui      fasthttp.RequestHandler // the web UI at /ui; does its own auth (header or session cookie)
 
-	ckpts checkpoints // named checkpoints
+	ckpts  checkpoints // named checkpoints
+	videos *videos     // episode videos
 
 	mu       sync.Mutex
 	envs     map[string]*env
@@ -171,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 		episodes: map[string]*episode{},
 	}
 	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
+	s.videos = newVideos(&s.cfg, s.m.reg)
 	if cfg.Store != nil && cfg.RecordFrames {
 		s.rec = newFrameRecorder(cfg.Store, cfg.Logf, s.m.reg)
 	}
@@ -267,6 +295,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.rec.close() // every frame queued is on disk before Shutdown returns
 	}
 	s.deleteAllCheckpoints()
+	s.videos.close()
 	return err
 }
 
@@ -398,7 +427,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "metrics":
 		s.metrics(ctx)
 	case "spec":
-		s.writeReply(ctx, c, s.spec())
+		sp := s.spec()
+		sp.Trainer.Video = s.videos.spec()
+		s.writeReply(ctx, c, sp)
+	case "video":
+		id := strings.TrimSuffix(strings.TrimPrefix(path, "/v1/episodes/"), "/video.mp4")
+		s.serveVideo(ctx, c, id)
 	case "episodes":
 		id := strings.TrimPrefix(path, "/v1/episodes/")
 		t, err := s.episode(id)
@@ -464,6 +498,9 @@ func routeOf(path string) string {
 		return "observe"
 	}
 	if strings.HasPrefix(path, "/v1/episodes/") {
+		if strings.HasSuffix(path, "/video.mp4") {
+			return "video"
+		}
 		return "episodes"
 	}
 	if strings.HasPrefix(path, "/v1/files/") {

@@ -377,6 +377,24 @@ type TrainerSpec struct {
 	Exec               bool `msgpack:"exec" json:"exec"`
 	MaxExecMS          int  `msgpack:"max_exec_ms,omitempty" json:"max_exec_ms,omitempty"`
 	MaxExecOutputBytes int  `msgpack:"max_exec_output_bytes,omitempty" json:"max_exec_output_bytes,omitempty"`
+	// Video: GET /v1/episodes/{id}/video.mp4 is served (absent where the
+	// server has no ffmpeg; docs/api.md, "Episode video").
+	Video *VideoSpec `msgpack:"video,omitempty" json:"video,omitempty"`
+}
+
+// VideoSpec is what /v1/spec says of episode videos: H.264 MP4 of at most
+// MaxFrames positions (longer episodes are sampled down), each shown for
+// its real duration up to MaxPositionMS, the last screen held TailMS,
+// scaled to LongEdge; MaxConcurrent encodes at once (beyond: busy), each
+// within TimeoutMS.
+type VideoSpec struct {
+	MP4           bool `msgpack:"mp4" json:"mp4"`
+	MaxFrames     int  `msgpack:"max_frames" json:"max_frames"`
+	MaxPositionMS int  `msgpack:"max_position_ms" json:"max_position_ms"`
+	TailMS        int  `msgpack:"tail_ms" json:"tail_ms"`
+	LongEdge      int  `msgpack:"long_edge" json:"long_edge"`
+	MaxConcurrent int  `msgpack:"max_concurrent" json:"max_concurrent"`
+	TimeoutMS     int  `msgpack:"timeout_ms" json:"timeout_ms"`
 }
 
 // ExecRequest is POST /v1/exec: one command in env EnvID's sandbox, as the

@@ -138,6 +138,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		Screen:         api.Size{W: w, H: h},
 		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
 		TrainerExec: cfg.TrainerExec,
+		Ffmpeg:      cfg.Ffmpeg, VideoDir: filepath.Join(cfg.State, "videos"), VideoCacheBytes: cfg.VideoCacheBytes,
 	})
 	if err != nil {
 		return nil, err
