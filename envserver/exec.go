@@ -31,7 +31,7 @@ const (
 
 // trainerSpec is what /v1/spec says of the trainer's routes.
 func (s *Server) trainerSpec() api.TrainerSpec {
-	sp := api.TrainerSpec{Observe: true, Files: true, MaxPutBytes: wire.MaxPutFile, MaxGetBytes: wire.MaxGetFile}
+	sp := api.TrainerSpec{Observe: true, Files: true, MaxPutBytes: wire.MaxPutFile, MaxGetBytes: wire.MaxGetFile, MaxTreeEntries: wire.MaxTreeEntries}
 	if s.cfg.TrainerExec {
 		sp.Exec, sp.MaxExecMS, sp.MaxExecOutputBytes = true, maxExecMS, wire.ExecOutputCap
 	}

@@ -86,6 +86,12 @@ func (s *Server) putFile(ctx context.Context, req *api.FilePutRequest) (*api.Fil
 	if req.Mode&^0o777 != 0 {
 		return nil, aci.Errorf(aci.CodeBadRequest, "put %s: mode %o: permission bits only", req.Path, req.Mode)
 	}
+	if err := checkFileKind(req.Kind); err != nil {
+		return nil, err
+	}
+	if req.Offset < 0 || (req.Offset > 0 && req.Kind != "") || req.Offset+int64(len(req.Data)) > wire.MaxPutFile {
+		return nil, aci.Errorf(aci.CodeBadRequest, "put %s: offset %d: a file's chunk at 0..%d, and no offset with a kind", req.Path, req.Offset, wire.MaxPutFile)
+	}
 	e, err := s.betweenSteps(req.EnvID, "put")
 	if err != nil {
 		return nil, err
@@ -94,19 +100,25 @@ func (s *Server) putFile(ctx context.Context, req *api.FilePutRequest) (*api.Fil
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
 	defer cancel()
 	t0 := time.Now()
-	err = e.lease.Guest().PutFile(ctx, wire.PutFileArgs{Path: req.Path, Data: req.Data, Mode: req.Mode, Agent: true})
+	err = e.lease.Guest().PutFile(ctx, wire.PutFileArgs{Path: req.Path, Data: req.Data, Mode: req.Mode, Agent: true, Kind: req.Kind, Offset: req.Offset})
 	ev := trajectory.Event{Kind: trajectory.EventPutFile, AfterStep: e.ep.step, TMS: t0.Sub(e.ep.start).Milliseconds(),
-		Path: req.Path, SHA256: sum, Size: len(req.Data), DurationMS: time.Since(t0).Milliseconds()}
+		Path: req.Path, FileKind: req.Kind, Offset: req.Offset, SHA256: sum, Size: len(req.Data), DurationMS: time.Since(t0).Milliseconds()}
 	if err := s.endEvent(e, ev, err); err != nil {
 		return nil, err
 	}
-	return &api.FileReply{EnvID: e.id, Path: req.Path, SHA256: sum, Size: len(req.Data)}, nil
+	return &api.FileReply{EnvID: e.id, Path: req.Path, Kind: req.Kind, SHA256: sum, Size: len(req.Data), Offset: req.Offset}, nil
 }
 
 // getFile reads req's file with the agent's rights.
 func (s *Server) getFile(ctx context.Context, req *api.FileGetRequest) (*api.FileReply, error) {
 	if err := checkFilePath(req.Path); err != nil {
 		return nil, err
+	}
+	if err := checkFileKind(req.Kind); err != nil {
+		return nil, err
+	}
+	if req.Offset < 0 || req.Length < 0 || req.Length > wire.MaxGetFile || (req.Offset > 0 && req.Length == 0) || (req.Kind != "" && req.Length != 0) {
+		return nil, aci.Errorf(aci.CodeBadRequest, "get %s: offset %d length %d: a chunk is 1..%d bytes from an offset ≥ 0, and a directory has none", req.Path, req.Offset, req.Length, wire.MaxGetFile)
 	}
 	e, err := s.betweenSteps(req.EnvID, "get")
 	if err != nil {
@@ -116,9 +128,9 @@ func (s *Server) getFile(ctx context.Context, req *api.FileGetRequest) (*api.Fil
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
 	defer cancel()
 	t0 := time.Now()
-	res, err := e.lease.Guest().GetFile(ctx, wire.GetFileArgs{Path: req.Path})
+	res, err := e.lease.Guest().GetFile(ctx, wire.GetFileArgs{Path: req.Path, Kind: req.Kind, Offset: req.Offset, Length: req.Length})
 	ev := trajectory.Event{Kind: trajectory.EventGetFile, AfterStep: e.ep.step, TMS: t0.Sub(e.ep.start).Milliseconds(),
-		Path: req.Path, DurationMS: time.Since(t0).Milliseconds()}
+		Path: req.Path, FileKind: req.Kind, Offset: req.Offset, DurationMS: time.Since(t0).Milliseconds()}
 	var data []byte
 	if err == nil {
 		data = nonNil(res.Data)
@@ -127,5 +139,15 @@ func (s *Server) getFile(ctx context.Context, req *api.FileGetRequest) (*api.Fil
 	if err := s.endEvent(e, ev, err); err != nil {
 		return nil, err
 	}
-	return &api.FileReply{EnvID: e.id, Path: req.Path, Data: data, SHA256: ev.SHA256, Size: len(data)}, nil
+	return &api.FileReply{EnvID: e.id, Path: req.Path, Kind: req.Kind, Data: data, SHA256: ev.SHA256, Size: len(data),
+		Offset: req.Offset, Total: res.Total, Skipped: res.Skipped}, nil
+}
+
+// checkFileKind refuses a transfer kind other than a file ("") or a
+// directory's tar.
+func checkFileKind(k string) error {
+	if k != "" && k != wire.FileKindTar {
+		return aci.Errorf(aci.CodeBadRequest, "file kind %q: want %q (a directory) or none (a file)", k, wire.FileKindTar)
+	}
+	return nil
 }

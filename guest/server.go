@@ -509,7 +509,16 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 		if err := decodeArgs(m, &a); err != nil {
 			return nil, err
 		}
-		if a.Agent {
+		switch {
+		case (a.Kind != "" || a.Offset != 0) && !a.Agent:
+			return nil, aci.Errorf(aci.CodeBadRequest, "put_file: kind and offset are the agent's files' only")
+		case a.Kind == wire.FileKindTar:
+			return struct{}{}, s.putAgentTree(a)
+		case a.Kind != "":
+			return nil, aci.Errorf(aci.CodeBadRequest, "put_file: kind %q (want %q or none)", a.Kind, wire.FileKindTar)
+		case a.Offset != 0:
+			return struct{}{}, s.putAgentChunk(a)
+		case a.Agent:
 			return struct{}{}, s.putAgentFile(a)
 		}
 		return struct{}{}, putFile(a)
@@ -517,6 +526,14 @@ func (s *Server) dispatch(ctx context.Context, m *wire.Message, chunk func(any) 
 		var a wire.GetFileArgs
 		if err := decodeArgs(m, &a); err != nil {
 			return nil, err
+		}
+		switch {
+		case a.Kind == wire.FileKindTar:
+			return s.getAgentTree(a)
+		case a.Kind != "":
+			return nil, aci.Errorf(aci.CodeBadRequest, "get_file: kind %q (want %q or none)", a.Kind, wire.FileKindTar)
+		case a.Length != 0 || a.Offset != 0:
+			return s.getAgentRange(a)
 		}
 		return s.getAgentFile(a)
 	case wire.MethodScore:

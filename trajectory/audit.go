@@ -47,6 +47,10 @@ type Use struct {
 	Bytes  int    `msgpack:"bytes,omitempty" json:"bytes,omitempty"`
 	Path   string `msgpack:"path,omitempty" json:"path,omitempty"`
 	SHA256 string `msgpack:"sha256,omitempty" json:"sha256,omitempty"`
+	// FileKind "tar": a directory moved as an archive; Offset: the place
+	// of a file's chunk.
+	FileKind string `msgpack:"file_kind,omitempty" json:"file_kind,omitempty"`
+	Offset   int64  `msgpack:"offset,omitempty" json:"offset,omitempty"`
 	// Failed: the action or the call failed (it may have done part of
 	// its work); Error is its error (an agent's) or error code (a
 	// trainer call's).
@@ -112,7 +116,7 @@ func eventUse(e *Event) (Use, bool) {
 	case EventExec:
 		u.Argv, u.Shell, u.Exit = e.Argv, e.Shell, e.Exit
 	case EventPutFile, EventGetFile:
-		u.Path, u.SHA256, u.Bytes = e.Path, e.SHA256, e.Size
+		u.Path, u.SHA256, u.Bytes, u.FileKind, u.Offset = e.Path, e.SHA256, e.Size, e.FileKind, e.Offset
 	default:
 		return Use{}, false // an observation uses no power
 	}

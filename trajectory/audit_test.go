@@ -56,7 +56,7 @@ func TestAuditEmptyIsAList(t *testing.T) {
 func TestVerlRowCarriesEnvelopeAndAudit(t *testing.T) {
 	tr := &Trajectory{EpisodeID: "ep-1", Task: "t", NumTurns: 1,
 		Envelope: &Envelope{Apps: []string{"xterm"}, Clipboard: true, Network: "none"},
-		Steps: []Step{{Index: 0, PromptIDs: []int{1}, ResponseIDs: []int{2}, Actions: []aci.Action{{Verb: aci.LaunchApp, App: "xterm"}}}},
+		Steps:    []Step{{Index: 0, PromptIDs: []int{1}, ResponseIDs: []int{2}, Actions: []aci.Action{{Verb: aci.LaunchApp, App: "xterm"}}}},
 	}
 	row, err := VerlRow(tr)
 	if err != nil {

@@ -118,6 +118,8 @@ type Event struct {
 	Kind        string   `msgpack:"kind" json:"kind"`
 	Frame       string   `msgpack:"frame,omitempty" json:"frame,omitempty"`
 	Path        string   `msgpack:"path,omitempty" json:"path,omitempty"`
+	FileKind    string   `msgpack:"file_kind,omitempty" json:"file_kind,omitempty"` // "tar": a directory's archive
+	Offset      int64    `msgpack:"offset,omitempty" json:"offset,omitempty"`       // a file chunk's place
 	SHA256      string   `msgpack:"sha256,omitempty" json:"sha256,omitempty"`
 	Size        int      `msgpack:"size,omitempty" json:"size,omitempty"`
 	AfterStep   int      `msgpack:"after_step" json:"after_step"`

@@ -178,7 +178,7 @@ func goldenValues() map[string]any {
 			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, MaxSandboxes: 16, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},
 			Limits: Limits{MaxBatch: 256, MaxBodyBytes: 8 << 20, MaxActionsPerStep: 64, MaxHave: 4096, MaxTextBytes: 64 << 10, MaxKeyChord: 8, MaxArgBytes: 4096, MaxArgs: 64, MaxTokens: 1 << 18, MaxRequestIDBytes: 128, MaxDecodeFactor: 48,
 				MaxCheckpoints: 64, MaxCheckpointBytes: 4 << 30, CheckpointTTLS: 600},
-			Trainer: TrainerSpec{Observe: true, Files: true, MaxPutBytes: 32 << 20, MaxGetBytes: 1 << 20, Exec: true, MaxExecMS: 60000, MaxExecOutputBytes: 256 << 10},
+			Trainer: TrainerSpec{Observe: true, Files: true, MaxPutBytes: 32 << 20, MaxGetBytes: 1 << 20, MaxTreeEntries: 4096, Exec: true, MaxExecMS: 60000, MaxExecOutputBytes: 256 << 10},
 		},
 		"trajectory": trajectory.Trajectory{
 			EpisodeID: "ep-1", EnvID: "env-1", Task: "xterm-hello-file", Seed: ptr(int64(7)),

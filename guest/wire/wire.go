@@ -427,24 +427,52 @@ type ExecChunk struct {
 // With Agent set it is written with the agent's filesystem identity (its
 // file, made with its permissions, no process started) and Path may begin
 // with "~/", the agent's home: a task instance's files.
+//
+// With Kind FileKindTar (Agent only), Data is a tar archive unpacked below
+// Path, a directory: its entries are directories and regular files only,
+// each name relative and inside it, at most MaxTreeEntries of them. With
+// Offset > 0 (Agent only), Data is a chunk written at Offset of a file
+// that holds exactly Offset bytes already: a file larger than one request
+// travels in order, chunk by chunk, up to MaxPutFile in all.
 type PutFileArgs struct {
-	Path  string `msgpack:"path"`
-	Data  []byte `msgpack:"data"`
-	Mode  uint32 `msgpack:"mode,omitempty"` // default 0644
-	Agent bool   `msgpack:"agent,omitempty"`
+	Path   string `msgpack:"path"`
+	Data   []byte `msgpack:"data"`
+	Mode   uint32 `msgpack:"mode,omitempty"` // default 0644
+	Agent  bool   `msgpack:"agent,omitempty"`
+	Kind   string `msgpack:"kind,omitempty"`   // "" (a file) or FileKindTar
+	Offset int64  `msgpack:"offset,omitempty"` // a chunk's place in the file
 }
+
+// FileKindTar marks a directory travelling as a tar archive.
+const FileKindTar = "tar"
+
+// MaxTreeEntries bounds the entries of a directory put or got as a tar.
+const MaxTreeEntries = 4096
 
 // GetFileArgs reads one of the agent's regular files with the agent's
 // rights, through the verifier library's safe reader (no link below the
 // home followed, no FIFO opened, at most MaxGetFile bytes); "~/" is the
 // agent's home.
+//
+// With Length > 0 it reads at most Length (≤ MaxGetFile) bytes from Offset
+// of a regular file of any size: a larger file travels chunk by chunk.
+// With Kind FileKindTar, Path is a directory and Data a tar of it: its
+// directories and regular files, its links as links (never followed);
+// FIFOs, sockets and devices are left out and named in Skipped; more than
+// MaxTreeEntries entries or MaxGetFile bytes of archive is too_large.
 type GetFileArgs struct {
-	Path string `msgpack:"path"`
+	Path   string `msgpack:"path"`
+	Kind   string `msgpack:"kind,omitempty"`
+	Offset int64  `msgpack:"offset,omitempty"`
+	Length int    `msgpack:"length,omitempty"`
 }
 
-// GetFileResult is the file's bytes.
+// GetFileResult is the file's bytes (a chunk of them with Length: Total is
+// then the file's size), or a directory's tar.
 type GetFileResult struct {
-	Data []byte `msgpack:"data"`
+	Data    []byte   `msgpack:"data"`
+	Total   int64    `msgpack:"total,omitempty"`
+	Skipped []string `msgpack:"skipped,omitempty"`
 }
 
 // MaxGetFile bounds what get_file reads (the safe reader's bound), and

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import wire
 from ._http import AsyncTransport
-from .errors import ChecksumMismatch, ProtocolError, ShinkenError, TransportError, error_from_wire
+from .errors import ChecksumMismatch, ProtocolError, ShinkenError, TooLarge, TransportError, error_from_wire
 from .frames import Frame, FrameCache
 
 DEFAULT_URL_ENV = "SHINKEN_URL"
@@ -60,6 +60,12 @@ class Slot:
     truncated: bool = False
     info: Dict[str, Any] = field(default_factory=dict)
     error: Optional[ShinkenError] = None
+
+
+# FILE_CHUNK is what one put request carries (under the default 8 MiB
+# request body); GET_CHUNK what one get reads (the server's max_get_bytes).
+FILE_CHUNK = 4 << 20
+GET_CHUNK = 1 << 20
 
 
 class AsyncClient:
@@ -221,26 +227,72 @@ class AsyncClient:
             env_id, argv, shell, stdin=stdin, cwd=cwd, env=env, timeout_ms=timeout_ms), timeout=timeout)
 
     async def put_file(self, env_id: str, path: str, data: bytes, *, mode: Optional[int] = None,
-                       timeout: Optional[float] = None) -> Dict[str, Any]:
+                       chunk: int = FILE_CHUNK, timeout: Optional[float] = None) -> Dict[str, Any]:
         """POST /v1/files/put: writes data to path ("~/..." or absolute) in
-        env_id's sandbox with the agent's rights, its sha256 checked by the
-        server (ChecksumMismatch). Returns ``{path, sha256, size}``."""
-        return await self.transport.call("POST", "/v1/files/put", wire.file_put_request(env_id, path, data, mode),
-                                         timeout=timeout)
-
-    async def get_file(self, env_id: str, path: str, *, timeout: Optional[float] = None) -> bytes:
-        """POST /v1/files/get: the agent's regular file at path (no link
-        followed, at most ``spec.trainer.max_get_bytes``: TooLarge beyond,
-        NotFound when missing), its sha256 checked on arrival
-        (ChecksumMismatch)."""
+        env_id's sandbox with the agent's rights, each request's sha256
+        checked by the server (ChecksumMismatch). Data over ``chunk`` bytes
+        travels in order, chunk by chunk (offset). Returns ``{path, sha256,
+        size, chunks}`` for the whole file."""
         import hashlib
 
-        r = await self.transport.call("POST", "/v1/files/get", {"env_id": env_id, "path": path}, timeout=timeout)
-        data = bytes(r.get("data") or b"")
-        if hashlib.sha256(data).hexdigest() != r.get("sha256") or len(data) != r.get("size"):
-            raise ChecksumMismatch(f"get {path}: {len(data)} bytes arrived that do not match the server's sha256",
-                                   env_id=env_id)
-        return data
+        if isinstance(data, str):
+            data = data.encode()
+        data = bytes(data)
+        if chunk <= 0:
+            raise ValueError("chunk must be positive")
+        off, n = 0, 0
+        while True:
+            part = data[off:off + chunk]
+            await self.transport.call("POST", "/v1/files/put",
+                                      wire.file_put_request(env_id, path, part, mode, offset=off), timeout=timeout)
+            off, n = off + len(part), n + 1
+            if off >= len(data):
+                break
+        return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "chunks": n}
+
+    async def get_file(self, env_id: str, path: str, *, chunk: int = GET_CHUNK,
+                       max_bytes: int = 1 << 30, timeout: Optional[float] = None) -> bytes:
+        """POST /v1/files/get: the agent's regular file at path (no link
+        followed; NotFound when missing), ``chunk`` bytes (at most
+        ``spec.trainer.max_get_bytes``) a request, each chunk's sha256
+        checked on arrival (ChecksumMismatch); a file over ``max_bytes`` is
+        TooLarge before it is read."""
+        out = bytearray()
+        while True:
+            r = await self.transport.call("POST", "/v1/files/get",
+                                          {"env_id": env_id, "path": path, "offset": len(out), "length": chunk},
+                                          timeout=timeout)
+            data = _checked(r, env_id, path)
+            total = int(r.get("total") or 0)
+            if total > max_bytes:
+                raise TooLarge(f"get {path}: {total} bytes, over max_bytes {max_bytes}", env_id=env_id)
+            out += data
+            if len(out) >= total or not data:
+                return bytes(out)
+
+    async def put_dir(self, env_id: str, path: str, local_dir: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """POST /v1/files/put {kind: "tar"}: the local directory's files
+        and directories unpacked below path in env_id's sandbox with the
+        agent's rights (a link or any other kind of entry locally is a
+        ValueError: the server takes directories and regular files only).
+        Returns ``{path, sha256, size}`` of the archive sent."""
+        data = _tar_dir(local_dir)
+        r = await self.transport.call("POST", "/v1/files/put",
+                                      wire.file_put_request(env_id, path, data, kind="tar"), timeout=timeout)
+        return {"path": path, "sha256": r.get("sha256"), "size": r.get("size")}
+
+    async def get_dir(self, env_id: str, path: str, local_dir: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """POST /v1/files/get {kind: "tar"}: the agent's directory at path,
+        its archive checked by sha256, unpacked into local_dir (created):
+        directories and regular files; links are not made locally and are
+        listed in ``links``; ``skipped`` names what the server left out
+        (FIFOs, sockets, devices). TooLarge past the server's bounds."""
+        r = await self.transport.call("POST", "/v1/files/get", {"env_id": env_id, "path": path, "kind": "tar"},
+                                      timeout=timeout)
+        data = _checked(r, env_id, path)
+        files, links = _untar(data, local_dir)
+        return {"path": path, "files": files, "links": links, "skipped": list(r.get("skipped") or []),
+                "sha256": r.get("sha256"), "size": len(data)}
 
     async def checkpoint_info(self, checkpoint_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id}: the checkpoint as POST returned it, its TTL
@@ -393,3 +445,78 @@ def parse_batch(reply: Any, cache: FrameCache, what: str = "reply", listed: Sequ
     cache.hits += hits
     cache.misses += len(made)
     return slots
+
+
+
+def _checked(r: Dict[str, Any], env_id: str, path: str) -> bytes:
+    """A get reply's bytes, their sha256 and size checked."""
+    import hashlib
+
+    data = bytes(r.get("data") or b"")
+    if hashlib.sha256(data).hexdigest() != r.get("sha256") or len(data) != r.get("size"):
+        raise ChecksumMismatch(f"get {path}: {len(data)} bytes arrived that do not match the server's sha256",
+                               env_id=env_id)
+    return data
+
+
+def _tar_dir(local_dir: str) -> bytes:
+    """An uncompressed tar of local_dir's directories and regular files."""
+    import io
+    import os
+    import stat
+    import tarfile
+
+    if not os.path.isdir(local_dir):
+        raise ValueError(f"{local_dir}: not a directory")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for root, dirs, files in os.walk(local_dir):
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, local_dir)
+                st = os.lstat(full)
+                if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                    raise ValueError(f"{full}: not a directory or a regular file (a directory travels with those only)")
+                info = tarfile.TarInfo(rel + ("/" if stat.S_ISDIR(st.st_mode) else ""))
+                info.mode, info.mtime = st.st_mode & 0o777, int(st.st_mtime)
+                if stat.S_ISDIR(st.st_mode):
+                    info.type = tarfile.DIRTYPE
+                    tf.addfile(info)
+                else:
+                    info.size = st.st_size
+                    with open(full, "rb") as f:
+                        tf.addfile(info, f)
+    return buf.getvalue()
+
+
+def _untar(data: bytes, local_dir: str) -> "tuple[int, List[str]]":
+    """Unpacks a directory's archive into local_dir: directories and
+    regular files whose names stay inside it, no existing link followed;
+    links are listed, not made."""
+    import io
+    import os
+    import tarfile
+
+    os.makedirs(local_dir, exist_ok=True)
+    base = os.path.realpath(local_dir)
+    files, links = 0, []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
+        for m in tf:
+            name = os.path.normpath(m.name)
+            dest = os.path.join(base, name)
+            if os.path.isabs(m.name) or name == ".." or name.startswith("../") or \
+                    os.path.realpath(os.path.dirname(dest)) != os.path.dirname(dest) or os.path.islink(dest):
+                raise ValueError(f"archive entry {m.name!r} would land outside {local_dir}")
+            if m.issym() or m.islnk():
+                links.append(m.name)
+            elif m.isdir():
+                os.makedirs(dest, exist_ok=True)
+            elif m.isfile():
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                src = tf.extractfile(m)
+                with open(dest, "wb") as f:
+                    f.write(src.read() if src else b"")
+                os.chmod(dest, m.mode & 0o777 or 0o644)
+                files += 1
+    return files, links

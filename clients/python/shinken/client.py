@@ -113,13 +113,21 @@ class Client:
         """POST /v1/exec: one command in env_id's sandbox (AsyncClient.exec)."""
         return _loop.run(self.aio.exec(env_id, argv, shell, **kw))
 
-    def put_file(self, env_id: str, path: str, data: bytes, *, mode: Optional[int] = None) -> Dict[str, Any]:
-        """POST /v1/files/put (AsyncClient.put_file)."""
-        return _loop.run(self.aio.put_file(env_id, path, data, mode=mode))
+    def put_file(self, env_id: str, path: str, data: bytes, *, mode: Optional[int] = None, **kw: Any) -> Dict[str, Any]:
+        """POST /v1/files/put, chunked above a size (AsyncClient.put_file)."""
+        return _loop.run(self.aio.put_file(env_id, path, data, mode=mode, **kw))
 
-    def get_file(self, env_id: str, path: str) -> bytes:
-        """POST /v1/files/get (AsyncClient.get_file)."""
-        return _loop.run(self.aio.get_file(env_id, path))
+    def get_file(self, env_id: str, path: str, **kw: Any) -> bytes:
+        """POST /v1/files/get, chunk by chunk (AsyncClient.get_file)."""
+        return _loop.run(self.aio.get_file(env_id, path, **kw))
+
+    def put_dir(self, env_id: str, path: str, local_dir: str) -> Dict[str, Any]:
+        """A local directory into the sandbox as a tar (AsyncClient.put_dir)."""
+        return _loop.run(self.aio.put_dir(env_id, path, local_dir))
+
+    def get_dir(self, env_id: str, path: str, local_dir: str) -> Dict[str, Any]:
+        """A sandbox directory out as a tar into local_dir (AsyncClient.get_dir)."""
+        return _loop.run(self.aio.get_dir(env_id, path, local_dir))
 
     def checkpoint_info(self, checkpoint_id: str) -> Dict[str, Any]:
         """GET /v1/checkpoint/{id} (NotFound once deleted or expired)."""

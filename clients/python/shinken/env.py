@@ -252,19 +252,34 @@ class Env(_EnvBase):
             raise ShinkenError("exec before reset")
         return self.client.exec(self.env_id, argv, shell, **kw)
 
-    def put_file(self, path: str, data: bytes, *, mode: Optional[int] = None) -> Dict[str, Any]:
+    def put_file(self, path: str, data: bytes, *, mode: Optional[int] = None, **kw: Any) -> Dict[str, Any]:
         """Writes a file into this env's sandbox with the agent's rights
-        ("~/..." or absolute), checksummed: ``{path, sha256, size}``."""
+        ("~/..." or absolute), checksummed, in chunks above ``chunk``
+        bytes: ``{path, sha256, size, chunks}``."""
         if self.env_id is None:
             raise ShinkenError("put_file before reset")
-        return self.client.put_file(self.env_id, path, data, mode=mode)
+        return self.client.put_file(self.env_id, path, data, mode=mode, **kw)
 
-    def get_file(self, path: str) -> bytes:
+    def get_file(self, path: str, **kw: Any) -> bytes:
         """Reads one of the agent's files from this env's sandbox (no link
         followed, bounded), checksummed on arrival."""
         if self.env_id is None:
             raise ShinkenError("get_file before reset")
-        return self.client.get_file(self.env_id, path)
+        return self.client.get_file(self.env_id, path, **kw)
+
+    def put_dir(self, path: str, local_dir: str) -> Dict[str, Any]:
+        """Copies a local directory (directories and regular files) below
+        path in this env's sandbox with the agent's rights, as one tar."""
+        if self.env_id is None:
+            raise ShinkenError("put_dir before reset")
+        return self.client.put_dir(self.env_id, path, local_dir)
+
+    def get_dir(self, path: str, local_dir: str) -> Dict[str, Any]:
+        """Copies the agent's directory at path into local_dir, as one tar
+        (links listed, not made; FIFOs and devices skipped)."""
+        if self.env_id is None:
+            raise ShinkenError("get_dir before reset")
+        return self.client.get_dir(self.env_id, path, local_dir)
 
     def fork(self, n: int) -> Tuple[Any, Any, Dict[str, Any]]:
         """Branches this env into n new envs carrying its current state.

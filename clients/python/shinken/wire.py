@@ -404,8 +404,10 @@ def exec_request(env_id: str, argv: Optional[Sequence[str]] = None, shell: Optio
     return r
 
 
-def file_put_request(env_id: str, path: str, data: bytes, mode: Optional[int] = None) -> Dict[str, Any]:
-    """api.FilePutRequest, with the data's sha256 for the server to check."""
+def file_put_request(env_id: str, path: str, data: bytes, mode: Optional[int] = None, *,
+                     kind: str = "", offset: int = 0) -> Dict[str, Any]:
+    """api.FilePutRequest, with the data's sha256 for the server to check:
+    kind "tar" for a directory's archive, offset for a file's next chunk."""
     import hashlib
 
     if isinstance(data, str):
@@ -414,6 +416,10 @@ def file_put_request(env_id: str, path: str, data: bytes, mode: Optional[int] = 
                          "sha256": hashlib.sha256(data).hexdigest()}
     if mode is not None:
         r["mode"] = int(mode)
+    if kind:
+        r["kind"] = _str("kind", kind)
+    if offset:
+        r["offset"] = int(offset)
     return r
 
 

@@ -95,6 +95,40 @@ def test_files_round_trip(exec_server):
         env.close()
 
 
+def test_dirs_and_chunked_files(exec_server, tmp_path):
+    env = shinken.Env(exec_server.url, task="xterm-hello-file", token=exec_server.token, obs_mode="bytes")
+    try:
+        env.reset()
+        # A file of three chunks in and out, whole.
+        big = bytes(range(256)) * 4000  # 1 MB
+        r = env.put_file("~/big.bin", big, chunk=400_000)
+        assert r["chunks"] == 3 and r["size"] == len(big)
+        assert env.exec(shell="sha256sum ~/big.bin")["stdout"].split()[0].decode() == r["sha256"]
+        assert env.get_file("~/big.bin", chunk=300_000) == big
+        with pytest.raises(shinken.TooLarge):
+            env.get_file("~/big.bin", max_bytes=1000)
+        # A directory in and out.
+        src = tmp_path / "src"
+        (src / "sub").mkdir(parents=True)
+        (src / "sub" / "a.txt").write_text("alpha")
+        (src / "top.txt").write_text("top")
+        env.put_dir("~/proj", str(src))
+        assert env.exec(shell="cat ~/proj/sub/a.txt ~/proj/top.txt")["stdout"] == b"alphatop"
+        env.exec(shell="ln -s /etc/passwd ~/proj/link; mkfifo ~/proj/fifo")
+        out = env.get_dir("~/proj", str(tmp_path / "out"))
+        assert out["files"] == 2 and out["links"] == ["link"] and out["skipped"] == ["fifo"], out
+        assert (tmp_path / "out" / "sub" / "a.txt").read_text() == "alpha"
+        assert not (tmp_path / "out" / "link").exists()
+        (src / "ln").symlink_to("/etc/passwd")
+        with pytest.raises(ValueError):
+            env.put_dir("~/proj2", str(src))  # a local link is not sent
+        audit = env.trajectory().audit
+        puts = [u for u in audit if u["kind"] == "put_file"]
+        assert [u.get("offset", 0) for u in puts[:3]] == [0, 400_000, 800_000] and puts[3]["file_kind"] == "tar", puts
+    finally:
+        env.close()
+
+
 def test_exec_refused_where_not_allowed(server, task_id):
     env = shinken.Env(server.url, task=task_id, token=server.token, obs_mode="bytes")
     try:
