@@ -338,29 +338,46 @@ type ObserveRequest struct {
 // EnvID's sandbox with the agent's rights, SHA256 (hex) the sha256 of
 // Data, Mode its permission bits (default 0644); "~/" is the agent's home
 // (docs/api.md, "Trainer files").
+//
+// Kind "tar": Data is a tar archive unpacked below Path, a directory
+// (directories and regular files only). Offset > 0: Data is the next
+// chunk of a file that holds Offset bytes already (a file larger than a
+// request travels in order, chunk by chunk).
 type FilePutRequest struct {
 	EnvID  string `msgpack:"env_id" json:"env_id"`
 	Path   string `msgpack:"path" json:"path"`
 	Data   []byte `msgpack:"data" json:"data"`
 	SHA256 string `msgpack:"sha256" json:"sha256"`
 	Mode   uint32 `msgpack:"mode,omitempty" json:"mode,omitempty"`
+	Kind   string `msgpack:"kind,omitempty" json:"kind,omitempty"`
+	Offset int64  `msgpack:"offset,omitempty" json:"offset,omitempty"`
 }
 
 // FileGetRequest is POST /v1/files/get: the regular file at Path, read
-// with the agent's rights.
+// with the agent's rights; with Length, at most Length bytes from Offset
+// (Total in the reply is the file's size); Kind "tar": the directory at
+// Path as a tar archive.
 type FileGetRequest struct {
-	EnvID string `msgpack:"env_id" json:"env_id"`
-	Path  string `msgpack:"path" json:"path"`
-}
-
-// FileReply answers both: the file's sha256 (hex) and size, and for a get
-// its bytes.
-type FileReply struct {
 	EnvID  string `msgpack:"env_id" json:"env_id"`
 	Path   string `msgpack:"path" json:"path"`
-	Data   []byte `msgpack:"data,omitempty" json:"data,omitempty"`
-	SHA256 string `msgpack:"sha256" json:"sha256"`
-	Size   int    `msgpack:"size" json:"size"`
+	Kind   string `msgpack:"kind,omitempty" json:"kind,omitempty"`
+	Offset int64  `msgpack:"offset,omitempty" json:"offset,omitempty"`
+	Length int    `msgpack:"length,omitempty" json:"length,omitempty"`
+}
+
+// FileReply answers both: the sha256 (hex) and size of the bytes that
+// travelled, and for a get the bytes; Total is a chunked get's file size,
+// Skipped a tar get's entries left out (FIFOs, sockets, devices).
+type FileReply struct {
+	EnvID   string   `msgpack:"env_id" json:"env_id"`
+	Path    string   `msgpack:"path" json:"path"`
+	Kind    string   `msgpack:"kind,omitempty" json:"kind,omitempty"`
+	Data    []byte   `msgpack:"data,omitempty" json:"data,omitempty"`
+	SHA256  string   `msgpack:"sha256" json:"sha256"`
+	Size    int      `msgpack:"size" json:"size"`
+	Offset  int64    `msgpack:"offset,omitempty" json:"offset,omitempty"`
+	Total   int64    `msgpack:"total,omitempty" json:"total,omitempty"`
+	Skipped []string `msgpack:"skipped,omitempty" json:"skipped,omitempty"`
 }
 
 // TrainerSpec is what /v1/spec says of the trainer's routes.
@@ -368,10 +385,14 @@ type TrainerSpec struct {
 	// Observe: POST /v1/observe is served (always).
 	Observe bool `msgpack:"observe" json:"observe"`
 	// Files: POST /v1/files/put and /v1/files/get are served (always),
-	// for files of at most MaxPutBytes and MaxGetBytes.
+	// for files of at most MaxPutBytes, at most MaxGetBytes a get (a
+	// chunk, or a directory's archive).
 	Files       bool `msgpack:"files" json:"files"`
 	MaxPutBytes int  `msgpack:"max_put_bytes" json:"max_put_bytes"`
 	MaxGetBytes int  `msgpack:"max_get_bytes" json:"max_get_bytes"`
+	// Directories travel as tar archives of at most MaxTreeEntries
+	// entries; files larger than a request travel in chunks (offset).
+	MaxTreeEntries int `msgpack:"max_tree_entries" json:"max_tree_entries"`
 	// Exec: POST /v1/exec runs commands as the agent's user, for at most
 	// MaxExecMS each, keeping MaxExecOutputBytes of each output stream.
 	Exec               bool `msgpack:"exec" json:"exec"`
