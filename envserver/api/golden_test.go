@@ -200,7 +200,8 @@ func goldenValues() map[string]any {
 				{Kind: trajectory.EventObserve, AfterStep: 1, TMS: 1600, Frame: hashB, DurationMS: 8},
 			},
 		},
-		"error_codes": errorCodes(),
+		"error_codes":  errorCodes(),
+		"error_faults": errorFaults(),
 	}
 }
 
@@ -218,6 +219,16 @@ func errorCodes() map[string]int {
 	m := make(map[string]int, len(aci.Codes))
 	for c, b := range aci.Codes {
 		m[string(c)] = b.Status
+	}
+	return m
+}
+
+// errorFaults is aci.Codes as code → whose fault, so the Python client's
+// decisions (what ends an episode as infrastructure) follow the one table.
+func errorFaults() map[string]string {
+	m := make(map[string]string, len(aci.Codes))
+	for c, b := range aci.Codes {
+		m[string(c)] = string(b.Fault)
 	}
 	return m
 }

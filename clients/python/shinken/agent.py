@@ -45,14 +45,23 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Seq
 
 from .aenv import AsyncEnv
 from .aio import AsyncClient, Slot
-from .errors import (DisplayError, EpisodeOver, Internal, NotFound, PoolExhausted, SandboxDied,
-                     ShinkenError, StepTimeout, Timeout, TransportError, Unsupported, error_from_wire)
+from .errors import (EpisodeOver, NotFound, SandboxDied,
+                     ShinkenError, StepTimeout, TransportError, Unsupported, error_from_wire)
 
-# Errors of the infrastructure: they end the episode (flagged drop) instead of
-# being raised. Anything else (a bad request, an unsupported option) is the
-# caller's bug and is raised.
-_INFRA_ERRORS = (SandboxDied, NotFound, EpisodeOver, TransportError, PoolExhausted, Internal, Timeout,
-                 DisplayError)
+# What ends an episode (flagged drop) instead of being raised: an error whose
+# fault is the infrastructure's by the one error table (aci.Codes, mirrored
+# in shinken.errors and checked against it by the golden test), and, for a
+# step of an env the loop holds, the env being gone (not_found after a
+# server restart, episode_over from a server that closed it): the loop
+# cannot go on with it. Anything else (a bad request, an unknown task, an
+# unsupported option) is the caller's bug and is raised.
+def _infra(err: BaseException) -> bool:
+    return isinstance(err, ShinkenError) and err.fault == "infrastructure"
+
+
+def _lost(err: BaseException) -> bool:
+    return _infra(err) or isinstance(err, (NotFound, EpisodeOver))
+
 
 __all__ = ["Exit", "DROP_EXITS", "Generation", "Template", "AgentOutput", "AgentLoop", "adopt"]
 
@@ -312,7 +321,9 @@ class AgentLoop:
         try:
             try:
                 slot = await e.reset_slot(seed, options or None)
-            except _INFRA_ERRORS as err:
+            except ShinkenError as err:
+                if not _infra(err):
+                    raise
                 return self._failed_start(ep, err, t0)
             finally:
                 ep.timings["reset_s"] = time.perf_counter() - t0
@@ -342,7 +353,9 @@ class AgentLoop:
             if seed is None:
                 seed = parent.seed  # the drawn instance, for the reset fallback below
             slots = await parent.fork_slots(n)
-        except _INFRA_ERRORS as err:
+        except ShinkenError as err:
+            if not _lost(err):
+                raise
             ep = _Episode(messages=[], images=[], error=err)
             return [self._failed_start(ep, err, t0) for _ in range(n)]
         except Unsupported:
@@ -417,7 +430,9 @@ class AgentLoop:
             try:
                 s = await env.step_slot({"text": text, "dialect": self.dialect, "tokens": tokens,
                                          "coords": self.coords})
-            except _INFRA_ERRORS as err:
+            except ShinkenError as err:
+                if not _lost(err):
+                    raise
                 ep.timings["env_s"] += time.perf_counter() - te
                 self._record(ep, prompt_ids, ids, lp, prompt, 0.0)
                 ep.exit_reason, ep.error = _exit_of_error(err), err
@@ -525,7 +540,9 @@ class AgentLoop:
         te = time.perf_counter()
         try:
             s = await env.step_slot({"verb": "fail"})
-        except _INFRA_ERRORS as err:
+        except ShinkenError as err:
+            if not _lost(err):
+                raise
             ep.exit_reason, ep.error = _exit_of_error(err), err
             return
         finally:

@@ -32,6 +32,11 @@ class ShinkenError(Exception):
 
     code: Optional[str] = None
     http_status: Optional[int] = None  # the status aci.Codes maps this code to
+    # Whose failure it is, as aci.Codes says: "request" (the caller's),
+    # "agent" (the policy's), "task" (the verifier's), "infrastructure"
+    # (the server's, the pool's, the sandbox's, the network's: a runner
+    # drops or retries, never trains on it); None where no code applies.
+    fault: Optional[str] = None
 
     def __init__(self, message: str = "", *, code: Optional[str] = None, detail: Any = None,
                  status: Optional[int] = None, env_id: Optional[str] = None):
@@ -67,92 +72,92 @@ def _restore(cls: Type["ShinkenError"], args: Any, state: Dict[str, Any]) -> "Sh
 
 class BadRequest(ShinkenError):
     """The request was malformed (bad msgpack/JSON, unknown field, bad value)."""
-    code, http_status = "bad_request", 400
+    code, http_status, fault = "bad_request", 400, "request"
 
 
 class PayloadTooLarge(ShinkenError):
     """The body exceeded the server's max_body_bytes."""
-    code, http_status = "payload_too_large", 413
+    code, http_status, fault = "payload_too_large", 413, "request"
 
 
 class BatchTooLarge(ShinkenError):
     """The batch exceeded the server's max_batch."""
-    code, http_status = "batch_too_large", 413
+    code, http_status, fault = "batch_too_large", 413, "request"
 
 
 class Unauthorized(ShinkenError):
     """Missing or wrong bearer token."""
-    code, http_status = "unauthorized", 401
+    code, http_status, fault = "unauthorized", 401, "request"
 
 
 class NotFound(ShinkenError):
     """Unknown task, env, episode or route."""
-    code, http_status = "not_found", 404
+    code, http_status, fault = "not_found", 404, "request"
 
 
 class InvalidAction(ShinkenError):
     """A known verb with bad arguments (off-screen point, missing text, ...)."""
-    code, http_status = "invalid_action", 422
+    code, http_status, fault = "invalid_action", 422, "agent"
 
 
 class UnknownVerb(ShinkenError):
     """A verb outside the agent vocabulary."""
-    code, http_status = "unknown_verb", 422
+    code, http_status, fault = "unknown_verb", 422, "agent"
 
 
 class DialectError(ShinkenError):
     """Model text that the dialect parser could not turn into actions; nothing ran."""
-    code, http_status = "dialect_error", 422
+    code, http_status, fault = "dialect_error", 422, "agent"
 
 
 class Unsupported(ShinkenError):
     """The provider cannot do this (e.g. fork without snapshots)."""
-    code, http_status = "unsupported", 501
+    code, http_status, fault = "unsupported", 501, "request"
 
 
 class PoolExhausted(ShinkenError):
     """No sandbox became free within the server's bounded wait."""
-    code, http_status = "pool_exhausted", 503
+    code, http_status, fault = "pool_exhausted", 503, "infrastructure"
 
 
 class SandboxDied(ShinkenError):
     """The env's sandbox died; the episode is over."""
-    code, http_status = "sandbox_died", 502
+    code, http_status, fault = "sandbox_died", 502, "infrastructure"
 
 
 class Timeout(ShinkenError):
     """A server-side deadline passed."""
-    code, http_status = "timeout", 504
+    code, http_status, fault = "timeout", 504, "infrastructure"
 
 
 class EpisodeOver(ShinkenError):
     """A step on an env whose episode already ended; reset it first."""
-    code, http_status = "episode_over", 409
+    code, http_status, fault = "episode_over", 409, "request"
 
 
 class Internal(ShinkenError):
     """A server bug or an unclassified failure."""
-    code, http_status = "internal", 500
+    code, http_status, fault = "internal", 500, "infrastructure"
 
 
 class Busy(ShinkenError):
     """Guest concurrency limit reached (surfaces through info.error)."""
-    code, http_status = "busy", 503
+    code, http_status, fault = "busy", 503, "infrastructure"
 
 
 class DisplayError(ShinkenError):
     """The sandbox's X server is wedged or gone (surfaces through info.error)."""
-    code, http_status = "display_error", 502
+    code, http_status, fault = "display_error", 502, "infrastructure"
 
 
 class TooLarge(ShinkenError):
     """A value over its cap, e.g. clipboard text (surfaces through info.error)."""
-    code, http_status = "too_large", 413
+    code, http_status, fault = "too_large", 413, "agent"
 
 
 class ScorerError(ShinkenError):
     """The task's verifier gave no valid verdict; its output is in ``detail``."""
-    code, http_status = "scorer_error", 502
+    code, http_status, fault = "scorer_error", 502, "task"
 
 
 class NotScored(ShinkenError):
@@ -173,24 +178,24 @@ class NotScored(ShinkenError):
 
 class AgentError(ShinkenError):
     """The agent broke what it acted on (its session, its processes); never retried."""
-    code, http_status = "agent_error", 422
+    code, http_status, fault = "agent_error", 422, "agent"
 
 
 class StaleElementRef(ShinkenError):
     """An element ref (``e12``) that no longer resolves; observe again (``observe.a11y``) for current ids."""
-    code, http_status = "stale_element_ref", 409
+    code, http_status, fault = "stale_element_ref", 409, "agent"
 
 
 class CheckpointLimit(ShinkenError):
     """A new checkpoint would exceed the server's count or bytes of checkpoints
     (``limits.max_checkpoints``, ``limits.max_checkpoint_bytes``); delete some."""
-    code, http_status = "checkpoint_limit", 429
+    code, http_status, fault = "checkpoint_limit", 429, "request"
 
 
 class ChecksumMismatch(ShinkenError):
     """A file's bytes do not have the sha256 named for them (a put whose data
     changed on the way, or a get the client checked on arrival)."""
-    code, http_status = "checksum_mismatch", 422
+    code, http_status, fault = "checksum_mismatch", 422, "request"
 
 
 class TransportError(ShinkenError):
@@ -201,6 +206,8 @@ class TransportError(ShinkenError):
     server never runs twice), since a step may already have run.
     ``timed_out`` says the client's own deadline passed.
     """
+
+    fault = "infrastructure"  # no code: the network's or the server's process
 
     def __init__(self, message: str, *, sent: bool, timed_out: bool = False, **kw: Any):
         super().__init__(message, **kw)
@@ -232,6 +239,8 @@ class StepTimeout(TransportError):
 
 class ProtocolError(ShinkenError):
     """The server's reply broke the wire contract (e.g. a frame neither sent nor cached)."""
+
+    fault = "infrastructure"
 
 
 class BatchError(ShinkenError):

@@ -51,7 +51,8 @@ def json_times(v):
 
 def test_golden_files_exist():
     want = {"reset_request", "step_request", "fork_request", "close_request", "close_reply",
-            "reset_reply", "step_reply", "fork_reply", "error_reply", "spec", "trajectory", "error_codes"}
+            "reset_reply", "step_reply", "fork_reply", "error_reply", "spec", "trajectory", "error_codes",
+            "error_faults"}
     missing = want - set(NAMES)
     assert not missing, f"golden files missing: {sorted(missing)} (run go test ./envserver/api -run Golden -update)"
 
@@ -234,6 +235,25 @@ def test_every_go_error_code_has_a_class():
         assert cls.http_status == status, f"{code}: got status {cls.http_status}; want {status}"
         err = shinken.error_from_wire({"code": code, "message": "m"})
         assert type(err) is cls and err.code == code
+
+
+def test_error_faults_match_go():
+    """Whose fault each code is (aci.Codes): the client's classes say the
+    same, and the agent loop's decisions follow them."""
+    from shinken import agent
+
+    faults = wire.unpack(load("error_faults"))
+    assert set(faults) == set(shinken.CODES)
+    for code, fault in faults.items():
+        cls = shinken.CODES[code]
+        assert cls.fault == fault, f"{code}: client says fault {cls.fault!r}; aci.Codes says {fault!r}"
+        err = cls("m")
+        # The loop drops an episode on exactly the infrastructure's codes at
+        # a reset; for a step of an env it holds, also on the env being gone.
+        assert agent._infra(err) == (fault == "infrastructure"), code
+        assert agent._lost(err) == (fault == "infrastructure" or code in ("not_found", "episode_over")), code
+    assert agent._infra(shinken.TransportError("down", sent=False))
+    assert not agent._infra(ValueError("not ours"))
 
 
 def test_unknown_code_is_kept():
