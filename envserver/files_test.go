@@ -265,6 +265,11 @@ func TestTrainerDirsAndChunks(t *testing.T) {
 	sh(`mkdir -p ~/outside ~/proj3 && ln -s ~/outside ~/proj3/sub`)
 	_, err = put(api.FilePutRequest{Path: "~/proj3", Data: tree, Kind: "tar"})
 	refused("tar through a planted link", err, aci.CodeBadRequest)
+	_, err = put(api.FilePutRequest{Path: "~/proj3", Data: archive(&tar.Header{Name: "sub/deeper/x.txt", Typeflag: tar.TypeReg}), Kind: "tar"})
+	refused("a file entry below a planted link", err, aci.CodeBadRequest)
+	sh(`ln -s ~/outside ~/proj4`)
+	_, err = put(api.FilePutRequest{Path: "~/proj4/in", Data: tree, Kind: "tar"})
+	refused("tar whose own path climbs a planted link", err, aci.CodeBadRequest)
 	if got := sh(`ls -A ~/outside`); got != "" {
 		t.Errorf("a put through a planted link wrote %q into its target", got)
 	}

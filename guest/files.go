@@ -232,25 +232,37 @@ func (s *Server) putAgentTree(a wire.PutFileArgs) error {
 		}
 	}
 	err = s.asAgentFS(func() error {
-		if err := os.MkdirAll(root, 0o755); err != nil {
+		rootfd, err := dirAt(root, home, 0o755)
+		if err != nil {
 			return err
 		}
+		defer unix.Close(rootfd)
 		for _, e := range entries {
-			p := filepath.Join(root, filepath.FromSlash(e.name))
+			dir, base := path.Split(e.name)
 			if e.dir {
-				if err := mkdirNoFollow(p, home, e.mode); err != nil {
+				dir, base = e.name, ""
+			}
+			dfd := rootfd
+			if dir != "" && dir != "./" {
+				mode := os.FileMode(0o755)
+				if e.dir && e.mode != 0 {
+					mode = e.mode
+				}
+				if dfd, err = dirBelow(rootfd, dir, mode); err != nil {
 					return fmt.Errorf("%s: %w", e.name, err)
 				}
-				continue
 			}
-			if err := mkdirNoFollow(filepath.Dir(p), home, 0); err != nil {
-				return fmt.Errorf("%s: %w", e.name, err)
+			if !e.dir {
+				mode := e.mode
+				if mode == 0 {
+					mode = 0o644
+				}
+				err = writeAt(dfd, base, e.data, mode)
 			}
-			mode := e.mode
-			if mode == 0 {
-				mode = 0o644
+			if dfd != rootfd {
+				unix.Close(dfd)
 			}
-			if err := writeAgentFile(p, e.data, mode); err != nil {
+			if err != nil {
 				return fmt.Errorf("%s: %w", e.name, err)
 			}
 		}
@@ -262,28 +274,83 @@ func (s *Server) putAgentTree(a wire.PutFileArgs) error {
 	return nil
 }
 
-// mkdirNoFollow makes directory p and its missing parents; below home no
-// existing component may be a link (a planted link fails the put instead
-// of leading it elsewhere).
-func mkdirNoFollow(p, home string, mode os.FileMode) error {
-	if mode == 0 {
-		mode = 0o755
+// dirAt opens directory p (O_PATH), making it and its missing parents;
+// below home no component is followed if it is a link, so a link the
+// agent planted fails the put instead of leading it elsewhere.
+func dirAt(p, home string, mode os.FileMode) (int, error) {
+	base := "/"
+	if home != "" && (p == home || strings.HasPrefix(p, home+"/")) {
+		base = home
 	}
-	if err := os.MkdirAll(p, mode); err != nil {
-		return err
-	}
-	// Every component now exists: walk it as the safe reader walks a path.
-	dirfd, name, err := walkParent(p, home)
+	fd, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return -1, err
 	}
-	defer unix.Close(dirfd)
-	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s: not a directory (a link is never followed)", p)
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, base), "/")
+	if rel == "" {
+		return fd, nil
 	}
+	next, err := dirBelow(fd, rel, mode)
 	unix.Close(fd)
-	return nil
+	return next, err
+}
+
+// dirBelow opens rel (slash-separated) below the directory open at fd,
+// making what is missing with mode, one component at a time, none of
+// them followed if it is a link. The caller closes the result.
+func dirBelow(fd int, rel string, mode os.FileMode) (int, error) {
+	cur, err := unix.Dup(fd)
+	if err != nil {
+		return -1, err
+	}
+	for _, part := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		next, err := unix.Openat(cur, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			if err = unix.Mkdirat(cur, part, uint32(mode.Perm())); err == nil || errors.Is(err, unix.EEXIST) {
+				next, err = unix.Openat(cur, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			}
+		}
+		unix.Close(cur)
+		if err != nil {
+			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+				return -1, fmt.Errorf("%s: not a directory (a link is never followed)", part)
+			}
+			return -1, fmt.Errorf("%s: %w", part, err)
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// writeAt writes data to name in the directory open at dirfd as put_file
+// writes a file: no link followed at its place, nothing but a regular
+// file written to, never blocking on a FIFO.
+func writeAt(dirfd int, name string, data []byte, mode os.FileMode) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file", name)
+		}
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func tarKind(t byte) string {
