@@ -424,16 +424,10 @@ func encodeVideo(ctx context.Context, v *videos, t *trajectory.Trajectory, sw, s
 
 	tctx, cancel := context.WithTimeout(ctx, v.cfg.VideoTimeout)
 	defer cancel()
-	var expr strings.Builder
-	expr.WriteString("0")
-	for i, ms := range ts {
-		if ms != 0 {
-			fmt.Fprintf(&expr, "+eq(N,%d)*%d", i, ms)
-		}
-	}
+	expr := ptsExpr(ts)
 	args := []string{"-hide_banner", "-nostats", "-loglevel", "error",
 		"-f", "rawvideo", "-pix_fmt", "rgb24", "-s", fmt.Sprintf("%dx%d", st.w, st.h), "-r", "10", "-i", "pipe:0",
-		"-vf", "settb=1/1000,setpts='" + expr.String() + "'", "-enc_time_base", "1:1000", "-fps_mode", "vfr",
+		"-vf", "settb=1/1000,setpts='" + expr + "'", "-enc_time_base", "1:1000", "-fps_mode", "vfr",
 		"-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p", "-threads", "2",
 		"-movflags", "+faststart", "-f", "mp4", "-y", out}
 	cmd := exec.CommandContext(tctx, v.ffmpeg, args...)
@@ -519,6 +513,29 @@ func videoTimes(pos []render.Position) []int64 {
 		at += d
 	}
 	return append(ts, at-100)
+}
+
+// ptsExpr is setpts's expression for frame N's time: a sum of
+// eq(N,i)*ts[i], bracketed as a balanced tree (ffmpeg's evaluator refuses
+// a chain of about 100 terms; a tree's depth grows with the log).
+func ptsExpr(ts []int64) string {
+	var terms []string
+	for i, ms := range ts {
+		if ms != 0 {
+			terms = append(terms, fmt.Sprintf("eq(N,%d)*%d", i, ms))
+		}
+	}
+	if len(terms) == 0 {
+		return "0"
+	}
+	var tree func(t []string) string
+	tree = func(t []string) string {
+		if len(t) == 1 {
+			return t[0]
+		}
+		return "(" + tree(t[:len(t)/2]) + "+" + tree(t[len(t)/2:]) + ")"
+	}
+	return tree(terms)
 }
 
 // packRGB writes img's pixels as RGB24 into raw, a w-wide frame at least

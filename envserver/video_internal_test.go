@@ -191,6 +191,28 @@ func TestVideoSampled(t *testing.T) {
 	}
 }
 
+// TestVideoLong: an episode of hundreds of steps encodes every position
+// at its time (ffmpeg's expression evaluator takes the whole schedule).
+func TestVideoLong(t *testing.T) {
+	needFFmpeg(t)
+	v := testVideos(t, "", func(c *Config) { c.MaxVideoFrames = videoMaxPerCall })
+	times := make([]int64, 600)
+	for i := range times {
+		times[i] = int64(i+1) * 200
+	}
+	tr, frames := synthetic(t, 32, 24, times)
+	out := filepath.Join(t.TempDir(), "v.mp4")
+	st, err := encodeVideo(context.Background(), v, tr, 32, 24, frames, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(600*200 + videoTailMS)
+	p, ms, _ := ffprobeVideo(t, out)
+	if st.frames != 601 || p.Streams[0].NbFrames != "602" || ms < want-50 || ms > want+150 {
+		t.Errorf("%d positions, %s frames, %d ms; want 601, 602, about %d", st.frames, p.Streams[0].NbFrames, ms, want)
+	}
+}
+
 // TestVideoTimeoutKillsGroup: an ffmpeg that never finishes is killed at
 // the deadline with everything it started, and the error is typed.
 func TestVideoTimeoutKillsGroup(t *testing.T) {
