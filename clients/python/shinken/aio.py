@@ -18,6 +18,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 from . import wire
 from ._http import AsyncTransport
@@ -135,6 +136,27 @@ class AsyncClient:
         """GET /v1/episodes/{id}: the episode's trajectory as a wire map."""
         return await self.transport.call("GET", f"/v1/episodes/{episode_id}", idempotent=True,
                                          timeout=timeout)
+
+    async def episode_video(self, episode_id: str, *, timeout: Optional[float] = None) -> bytes:
+        """GET /v1/episodes/{id}/video.mp4: the episode's replay as H.264 MP4
+        bytes (the server's spec lists ``trainer.video`` where it has ffmpeg;
+        Unsupported where not, Busy while its encodes are all taken, NotFound
+        for an unknown episode). A finished episode's video is encoded once
+        and kept; a running one's is encoded from the steps so far."""
+        data = await self.transport.call("GET", f"/v1/episodes/{quote(episode_id, safe='')}/video.mp4",
+                                         idempotent=True, timeout=timeout)
+        if not isinstance(data, (bytes, bytearray)):
+            raise ProtocolError(f"episode video: a {type(data).__name__} reply, not MP4 bytes")
+        return bytes(data)
+
+    async def episode_gif(self, episode_id: str, *, timeout: Optional[float] = None) -> bytes:
+        """The web UI's replay GIF of an episode (the same marks as the
+        video; what TensorBoard's image dashboard animates)."""
+        data = await self.transport.call("GET", f"/ui/api/episodes/{quote(episode_id, safe='')}/replay.gif",
+                                         idempotent=True, timeout=timeout)
+        if not isinstance(data, (bytes, bytearray)):
+            raise ProtocolError(f"episode gif: a {type(data).__name__} reply, not GIF bytes")
+        return bytes(data)
 
     async def close_envs(self, env_ids: Sequence[str], *, timeout: Optional[float] = None) -> List[str]:
         """POST /v1/close (split over max_batch); returns the ids actually

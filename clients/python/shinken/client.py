@@ -78,6 +78,15 @@ class Client:
         """GET /v1/episodes/{id}: the episode's trajectory as a wire map."""
         return _loop.run(self.aio.episode(episode_id))
 
+    def episode_video(self, episode_id: str, *, timeout: Optional[float] = None) -> bytes:
+        """GET /v1/episodes/{id}/video.mp4: the episode's replay as H.264 MP4
+        bytes (AsyncClient.episode_video; shinken.tracking hands it to W&B)."""
+        return _loop.run(self.aio.episode_video(episode_id, timeout=timeout))
+
+    def episode_gif(self, episode_id: str, *, timeout: Optional[float] = None) -> bytes:
+        """The web UI's replay GIF of an episode (AsyncClient.episode_gif)."""
+        return _loop.run(self.aio.episode_gif(episode_id, timeout=timeout))
+
     def close_envs(self, env_ids: Sequence[str]) -> List[str]:
         """POST /v1/close; returns the ids actually closed (idempotent)."""
         return _loop.run(self.aio.close_envs(env_ids))
