@@ -9,7 +9,9 @@ The task is xterm-hello-file ("create ~/hello.txt containing: hello
 shinken"); the policy here is scripted, where a trainer's would be its
 model. The probe runs as the agent's user between steps, costs no step and
 is recorded in the trajectory's ``events``, never as an agent action
-(docs/api.md, "Trainer exec").
+(docs/api.md, "Trainer exec"). At the end the episode's video (H.264 MP4)
+goes to W&B when a run is active, else to a file (VIDEO_PATH, or a temp
+file): what an experiment tracker shows beside the rewards.
 """
 
 import os
@@ -17,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import shinken  # noqa: E402
+from shinken import tracking  # noqa: E402
 
 URL = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SHINKEN_URL", "http://127.0.0.1:8700")
 POLICY = [
@@ -52,8 +55,27 @@ def main():
             print(f"step {info['step']}: process reward {shaped[-1]}")
         events = env.trajectory().events
         print(f"{len(events)} probes recorded as trainer events, none as agent steps")
+        log_video(env.client, env.episode_id)
     finally:
         env.close()
+
+
+def log_video(client, episode_id):
+    """The episode's video to W&B (when installed and a run is active) or
+    to a file."""
+    if not (client.spec().get("trainer") or {}).get("video"):
+        print("this server renders no video (no ffmpeg)")
+        return
+    try:
+        import wandb
+        if wandb.run is not None:
+            tracking.log_wandb(client, episode_id)
+            print(f"episode video logged to W&B run {wandb.run.name}")
+            return
+    except ImportError:
+        pass
+    path = tracking.save_episode_video(client, episode_id, os.environ.get("VIDEO_PATH"))
+    print(f"episode video: {path} ({os.path.getsize(path)} bytes)")
 
 
 if __name__ == "__main__":

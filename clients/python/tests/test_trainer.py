@@ -152,3 +152,14 @@ def test_process_reward_example(exec_server):
     assert out.returncode == 0, out.stderr
     assert "step 2: process reward 0.5" in out.stdout and "step 3: process reward 1.0" in out.stdout, out.stdout
     assert "final reward 1.0 (task_complete)" in out.stdout and "3 probes recorded" in out.stdout, out.stdout
+    # The episode's video, where the server renders one (Debian's ffmpeg).
+    import shutil
+    renders = bool((shinken.Client(exec_server.url, token=exec_server.token).spec().get("trainer") or {}).get("video"))
+    assert renders == bool(shutil.which("ffmpeg")), out.stdout
+    if renders:
+        line = next(ln for ln in out.stdout.splitlines() if ln.startswith("episode video: "))
+        path = line.split(": ", 1)[1].rsplit(" (", 1)[0]
+        with open(path, "rb") as f:
+            head = f.read(64)
+        os.remove(path)
+        assert b"ftyp" in head, head  # an MP4
