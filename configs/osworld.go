@@ -285,6 +285,7 @@ type conv struct {
 	files        map[string]any // cloud files embedded in the verifier, by URL
 	libre        bool           // the LibreOffice profile is initialized in setup
 	chromium     bool           // Chromium is launched
+	vlc          bool           // VLC's config is seeded in setup
 	closeBrowser bool           // before scoring, Chromium is closed so its profile is on disk
 }
 

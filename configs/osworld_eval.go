@@ -5,7 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"path"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -15,6 +19,7 @@ import (
 // evaluator converts the evaluator into the library's spec.
 func (c *conv) evaluator() map[string]any {
 	ev := &c.t.Evaluator
+	reads := c.configReads()
 	for _, s := range ev.Postconfig {
 		switch {
 		case s.Type == "sleep" || s.Type == "activate_window":
@@ -24,6 +29,18 @@ func (c *conv) evaluator() map[string]any {
 			// on disk: the before_score close does that.
 			c.closeBrowser = true
 			c.e.note("postconfig %s of the browser: before_score closes Chromium", s.Type)
+		case restartsVLC(s) && reads["vlcrc"] && len(reads) == 1:
+			// VLC writes vlcrc when its Preferences are saved; what it
+			// writes on quit (pkill's SIGTERM) is the same file, and no
+			// setting OSWorld's vlcrc metrics read changes it elsewhere.
+			c.e.note("dropped: postconfig %s of VLC (VLC writes vlcrc when its Preferences are saved, which is where these settings are made)", s.Type)
+		case quitsGIMP(s) && reads["gimprc"] && len(reads) == 1:
+			// GIMP writes gimprc when its Preferences are confirmed (OK).
+			c.e.note("dropped: postconfig ctrl+q of GIMP (GIMP writes gimprc when its Preferences are confirmed)")
+		case quitsGIMP(s):
+			// sessionrc and action-history are written only when GIMP
+			// quits, which Shinken does not do for the agent.
+			c.e.refuse(RefuseConfig, "postconfig:quit gimp (it writes "+strings.Join(sortedKeys(reads), ", ")+" only as it quits)")
 		default:
 			// Shinken never acts for the agent after the episode (no
 			// saving its work, no keys pressed).
@@ -107,7 +124,76 @@ var osworldMetrics = map[string]bool{
 	"fuzzy_match": true, "check_direct_json_object": true, "compare_text_file": true,
 	"diff_text_file": true, "compare_csv": true, "file_contains": true, "check_list": true,
 	"is_expected_bookmarks": true, "check_font_size": true,
+	"check_qt_bgcone": true, "check_qt_max_volume": true, "check_qt_minimal_view": true,
+	"check_qt_slider_colours": true, "check_one_instance_when_started_from_file": true,
+	"check_global_key_play_pause": true, "is_vlc_recordings_folder": true, "check_config_status": true,
 }
+
+// configReads names the app config files the evaluator's getters read:
+// "vlcrc" (vlc_config) and each gimp_config_file's file_name.
+func (c *conv) configReads() map[string]bool {
+	out := map[string]bool{}
+	for _, raw := range []json.RawMessage{c.t.Evaluator.Result, c.t.Evaluator.Expected} {
+		var gs []map[string]any
+		var g map[string]any
+		if json.Unmarshal(raw, &g) == nil && g != nil {
+			gs = []map[string]any{g}
+		} else {
+			_ = json.Unmarshal(raw, &gs)
+		}
+		for _, g := range gs {
+			switch typ, _ := g["type"].(string); typ {
+			case "vlc_config":
+				out["vlcrc"] = true
+			case "gimp_config_file":
+				name, _ := g["file_name"].(string)
+				out[name] = true
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// restartsVLC reports whether a postconfig step only kills or relaunches
+// VLC (pkill vlc, vlc).
+func restartsVLC(s oswStep) bool {
+	if s.Type != "execute" && s.Type != "launch" && s.Type != "command" {
+		return false
+	}
+	argv, sh, ok := command(s.Parameters)
+	if !ok {
+		return false
+	}
+	if argv == nil {
+		argv = strings.Fields(sh)
+	}
+	return len(argv) == 2 && (argv[0] == "pkill" || argv[0] == "killall") && argv[1] == "vlc" ||
+		len(argv) == 1 && argv[0] == "vlc"
+}
+
+// quitsGIMP reports whether a postconfig step is a pyautogui program that
+// presses ctrl+q (GIMP's quit), after an Escape or not.
+func quitsGIMP(s oswStep) bool {
+	if s.Type != "execute" && s.Type != "command" {
+		return false
+	}
+	argv, _, ok := command(s.Parameters)
+	if !ok || len(argv) != 3 || (argv[0] != "python" && argv[0] != "python3") || argv[1] != "-c" {
+		return false
+	}
+	return gimpQuitKeys.MatchString(strings.ReplaceAll(strings.ReplaceAll(argv[2], " ", ""), `"`, "'"))
+}
+
+var gimpQuitKeys = regexp.MustCompile(`^importpyautogui;(pyautogui\.press\(\[?'esc'\]?\);)?pyautogui\.hotkey\(\[?'ctrl','q'\]?\);?$`)
 
 // browserGetters are the getters that read Chromium's profile (the files
 // guestd hands the verifier in $SK_BROWSER after before_score closed the
@@ -175,7 +261,80 @@ func (c *conv) metricRules(metric string, expected map[string]any) {
 		if typ != "value" && typ != "range" {
 			c.e.refuse(RefuseMetric, metric+":"+typ)
 		}
+	case "check_qt_slider_colours":
+		switch typ {
+		case "blackish":
+		case "match":
+			if v, _ := rules["expected_qt_slider_colours"].(string); v == vlcSliderColours {
+				c.e.refuse(RefuseUnsound, metric+": VLC's default colours, which a clean state already has")
+			}
+		default:
+			c.e.refuse(RefuseMetric, metric+":"+typ)
+		}
+	case "check_config_status":
+		key, _ := rules["key"].(string)
+		val, _ := rules["value"].(string)
+		if d, ok := gimprcDefaults[key]; ok && d == val {
+			// GIMP writes only what differs from its defaults to gimprc:
+			// a default value is never on a line the metric could match.
+			c.e.refuse(RefuseUnsound, metric+": "+key+" "+val+" is GIMP's default, which it never writes to gimprc")
+		}
+	default:
+		if d, ok := vlcrcBools[metric]; ok {
+			v := pyStr(rules[d.rule])
+			switch {
+			case v == d.def:
+				c.e.refuse(RefuseUnsound, metric+": "+v+" is VLC's default, which a clean state already has")
+			case !d.ok(v):
+				c.e.refuse(RefuseUnsound, metric+": VLC never writes "+v)
+			}
+		}
 	}
+}
+
+// vlcSliderColours is VLC's default qt-slider-colours.
+const vlcSliderColours = "153;210;153;20;210;20;255;199;15;245;39;29"
+
+// vlcrcBools are the vlcrc metrics that compare one key with a rule's
+// value: the rule's field, the value a vlcrc without the key reads as
+// (OSWorld's default), and the values VLC can write for the key. A rule
+// asking for the default passes on a clean state; one VLC cannot write
+// fails on every state: both are unsound.
+var vlcrcBools = map[string]struct {
+	rule, def string
+	ok        func(string) bool
+}{
+	"check_qt_bgcone":                           {"expected_qt_bgcone", "1", isBit},
+	"check_qt_minimal_view":                     {"expected_qt_minimal_view", "0", isBit},
+	"check_one_instance_when_started_from_file": {"expected_one_instance_when_started_from_file", "1", isBit},
+	"check_global_key_play_pause":               {"expected_global_key_play_pause", "0", isBit},
+	"check_qt_max_volume": {"expected_qt_max_volume", "125", func(v string) bool {
+		n, err := strconv.Atoi(v)
+		return err == nil && n >= 60 && n <= 300 && strconv.Itoa(n) == v
+	}},
+}
+
+func isBit(v string) bool { return v == "0" || v == "1" }
+
+// pyStr is the string OSWorld's metrics compare a rule's value as: an
+// int becomes its digits, a string stays.
+func pyStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		if x == float64(int64(x)) {
+			return strconv.FormatInt(int64(x), 10)
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+// gimprcDefaults are GIMP 2.10's defaults for the gimprc keys OSWorld's
+// tasks check, as check_config_status reads them.
+var gimprcDefaults = map[string]string{
+	"theme":       `"Dark"`,
+	"undo-levels": "5",
 }
 
 // getter converts one getter spec, mapping its paths and commands.
@@ -234,6 +393,22 @@ func (c *conv) getter(g map[string]any) map[string]any {
 			}
 			sum := sha256.Sum256(b)
 			c.files[us] = map[string]string{"sha256": hex.EncodeToString(sum[:]), "b64": base64.StdEncoding.EncodeToString(b)}
+		}
+	case "vlc_config":
+		// OSWorld reads ~/.config/vlc/vlcrc on Linux; VLC keeps it 0600,
+		// so guestd hands it to the verifier ($SK_APPS).
+		if !c.vlc {
+			c.e.refuse(RefuseGetter, typ+" without VLC")
+		}
+	case "gimp_config_file":
+		name, _ := g["file_name"].(string)
+		if name == "" || name != path.Base(name) || name == "." || name == ".." || strings.ContainsAny(name, "\x00\n\\") {
+			c.e.refuse(RefusePath, "~/.config/GIMP/2.10/"+name)
+			return out
+		}
+		out["path"] = "~/.config/GIMP/2.10/" + name
+		if !c.apps["gimp"] {
+			c.e.refuse(RefuseGetter, typ+" without GIMP")
 		}
 	case "vm_command_line":
 		raw, _ := json.Marshal(g)

@@ -204,6 +204,31 @@ def get_chrome_font_size(cfg):
     return prefs or {"default_fixed_font_size": 13, "default_font_size": 16, "minimum_font_size": 13}
 
 
+def get_gimp_config_file(cfg):
+    """A file of GIMP's profile, at the path the importer wrote, read
+    through the safe reader; None when it is missing or the reader refuses
+    it (a link, a FIFO, a file over the bound), or empty (OSWorld's getter
+    gives None for an empty file too)."""
+    b = read_agent(cfg["path"])
+    return _local(cfg.get("dest") or cfg["path"], b) if b else None
+
+
+def get_vlc_config(cfg):
+    """VLC's vlcrc, which VLC keeps private to the agent's user (0600):
+    guestd hands it to the verifier in $SK_APPS (docs/architecture.md,
+    "Before scoring"), read as the safe reader reads (a link, a FIFO, a
+    file over the bound is left out); None when it is not there."""
+    d = os.environ.get("SK_APPS")
+    if not d:
+        return None
+    try:
+        with open(os.path.join(d, "vlcrc"), "rb") as f:
+            b = f.read(MAX_BYTES + 1)
+    except OSError:
+        return None
+    return None if len(b) > MAX_BYTES else _local(cfg.get("dest") or "vlcrc", b)
+
+
 GETTERS = {
     "vm_file": get_vm_file,
     "cloud_file": get_cloud_file,
@@ -214,6 +239,8 @@ GETTERS = {
     "profile_name": get_profile_name,
     "bookmarks": get_bookmarks,
     "chrome_font_size": get_chrome_font_size,
+    "vlc_config": get_vlc_config,
+    "gimp_config_file": get_gimp_config_file,
 }
 
 
@@ -369,6 +396,104 @@ def check_font_size(font_size, rule):
     raise ValueError("rule type %r" % rule["type"])
 
 
+def _utf8_lines(path):
+    # OSWorld's vlcrc metrics decode the file as UTF-8 (bytes that are not
+    # raise, which scores 0 here) and split it at newlines.
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8").split("\n")
+
+
+def _vlcrc_value(path, key, default):
+    """The value of vlcrc's key as OSWorld's metrics read it: the text
+    after the last '=' of the last line holding "key=", a line commented
+    out by VLC (a default it writes as "#key=value") included; default
+    when no line holds it."""
+    v = default
+    for line in _utf8_lines(path):
+        if key + "=" in line:
+            v = line.split("=")[-1].strip()
+    return v
+
+
+def _rule_str(v):
+    # OSWorld compares an int rule as its digits.
+    return str(v) if isinstance(v, int) else v
+
+
+def _vlcrc_metric(key, field, default):
+    def metric(path, rule):
+        return float(_vlcrc_value(path, key, default) == _rule_str(rule[field]))
+    return metric
+
+
+check_qt_bgcone = _vlcrc_metric("qt-bgcone", "expected_qt_bgcone", "1")
+check_qt_max_volume = _vlcrc_metric("qt-max-volume", "expected_qt_max_volume", "125")
+check_qt_minimal_view = _vlcrc_metric("qt-minimal-view", "expected_qt_minimal_view", "0")
+check_one_instance_when_started_from_file = _vlcrc_metric(
+    "one-instance-when-started-from-file", "expected_one_instance_when_started_from_file", "1")
+
+
+def check_global_key_play_pause(path, rule):
+    # Set (1) when the last global-key-play-pause line has a key after '='.
+    v = _vlcrc_value(path, "global-key-play-pause", "")
+    return float(("0" if v == "" else "1") == _rule_str(rule["expected_global_key_play_pause"]))
+
+
+def check_qt_slider_colours(path, rule):
+    # OSWorld matches the key without its '=' (any line naming it).
+    v = "153;210;153;20;210;20;255;199;15;245;39;29"
+    for line in _utf8_lines(path):
+        if "qt-slider-colours" in line:
+            v = line.split("=")[-1].strip()
+    if rule["type"] == "match":
+        return float(v == rule["expected_qt_slider_colours"])
+    if rule["type"] == "blackish":
+        n = [int(x) for x in v.split(";")]
+        return float(all(c < 100 for rgb in zip(n[0::3], n[1::3], n[2::3]) for c in rgb))
+    raise ValueError("rule type %r" % rule["type"])
+
+
+def is_vlc_recordings_folder(path, rule):
+    """The first uncommented line naming input-record-path decides: its
+    value must be the rule's folder. OSWorld's VM home is /home/user; the
+    same folder under the agent's home is the same answer (the sandbox's
+    /home/user, where it exists, is a link to it)."""
+    want = rule["recording_file_path"]
+    ok = {want}
+    home = os.environ.get("AGENT_HOME", "")
+    if home and (want == "/home/user" or want.startswith("/home/user/")):
+        ok.add(home.rstrip("/") + want[len("/home/user"):])
+    for line in _utf8_lines(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        if "input-record-path" in line:
+            return float(line.split("=")[-1].strip() in ok)
+    return 0.0
+
+
+def check_config_status(path, rule):
+    """GIMP's config file as OSWorld reads it: each line that is not a
+    comment or empty, its parentheses stripped from the ends, split at
+    blanks; 1 when a line's first word is the key (or its first two the
+    key's two words) and its last word the value."""
+    if path is None:
+        return 0.0
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    key, want = rule["key"], rule["value"]
+    for line in lines:
+        if line.startswith("#") or line == "\n":
+            continue
+        items = line.strip().lstrip("(").rstrip(")\n").split()
+        if isinstance(key, str):
+            if items[0] == key and items[-1] == want:
+                return 1.0
+        elif isinstance(key, list) and len(key) == 2:
+            if items[0] == key[0] and items[1] == key[1] and items[-1] == want:
+                return 1.0
+    return 0.0
+
+
 METRICS = {
     "exact_match": exact_match,
     "check_include_exclude": check_include_exclude,
@@ -383,6 +508,14 @@ METRICS = {
     "check_list": check_list,
     "is_expected_bookmarks": is_expected_bookmarks,
     "check_font_size": check_font_size,
+    "check_qt_bgcone": check_qt_bgcone,
+    "check_qt_max_volume": check_qt_max_volume,
+    "check_qt_minimal_view": check_qt_minimal_view,
+    "check_qt_slider_colours": check_qt_slider_colours,
+    "check_one_instance_when_started_from_file": check_one_instance_when_started_from_file,
+    "check_global_key_play_pause": check_global_key_play_pause,
+    "is_vlc_recordings_folder": is_vlc_recordings_folder,
+    "check_config_status": check_config_status,
 }
 
 
@@ -396,7 +529,7 @@ def _one(metric, result_cfg, expected_cfg, options):
         if expected is not None:
             return float(METRICS[metric](result, expected, **options))
         return float(METRICS[metric](result, **options))
-    except (OSError, TypeError, KeyError, ValueError, AttributeError, re.error):
+    except (OSError, TypeError, KeyError, IndexError, ValueError, AttributeError, re.error):
         # OSWorld's metric would raise on a missing or malformed state: the
         # agent's work is wrong, not the scorer.
         return 0.0

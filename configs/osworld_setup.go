@@ -35,6 +35,10 @@ func (c *conv) relatedApps() {
 			c.apps["mupdf"] = true
 		case "image":
 			c.apps["feh"] = true
+		case "vlc":
+			c.vlcApp()
+		case "gimp":
+			c.apps["gimp"] = true
 		default:
 			c.e.refuse(RefuseApp, a)
 		}
@@ -231,6 +235,44 @@ func (c *conv) launch(argv []string) {
 		c.shell = true
 		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: "xterm", Args: []string{"-geometry", "100x30+0+0"}}},
 			SetupStep{WaitWindow: &WaitWindow{Match: "xterm", TimeoutMS: 10000}})
+	case "vlc":
+		// VLC as OSWorld starts it: a start time and a file in the home
+		// at most.
+		c.vlcApp()
+		var args []string
+		file := false
+		for _, a := range argv[1:] {
+			rel, ok := homeRel(a)
+			switch {
+			case vlcTimeFlag.MatchString(a):
+			case ok && rel != "" && strings.HasPrefix(a, "/") && !file:
+				a, file = rel, true
+			default:
+				c.e.refuse(RefuseConfig, "vlc "+a)
+				return
+			}
+			args = append(args, a)
+		}
+		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: "vlc", Args: args}},
+			SetupStep{WaitWindow: &WaitWindow{Match: "VLC media player", TimeoutMS: 30000}})
+	case "gimp":
+		c.apps["gimp"] = true
+		args := []string{}
+		match := "GNU Image Manipulation Program"
+		for _, a := range argv[1:] {
+			rel, ok := homeRel(a)
+			if !ok || rel == "" || strings.HasPrefix(a, "-") || len(args) > 0 {
+				c.e.refuse(RefuseConfig, "gimp "+a)
+				return
+			}
+			args = append(args, rel)
+			match = "GIMP"
+		}
+		// GIMP shows its splash, and its first start in a fresh home
+		// queries every plug-in: well over the usual wait on a loaded host.
+		c.instance = append(c.instance, SetupStep{LaunchApp: &LaunchApp{App: "gimp", Args: args}},
+			SetupStep{WaitWindow: &WaitWindow{Match: match, TimeoutMS: 90000}})
+		c.e.note("launch gimp: the setup waits for its window (its first start in a fresh home takes seconds)")
 	case "mousepad", "pcmanfm", "galculator", "mupdf", "feh":
 		// The other apps the image ships, started as OSWorld starts them;
 		// a file argument in the home is mapped to the sandbox home.
@@ -253,6 +295,26 @@ func (c *conv) launch(argv []string) {
 	default:
 		c.e.refuse(RefuseApp, prog)
 	}
+}
+
+var vlcTimeFlag = regexp.MustCompile(`^--(start|stop|run)-time=[0-9]+(\.[0-9]+)?$`)
+
+// vlcSeed is the vlcrc a VLC task starts from: the first-run "Privacy
+// and Network Access Policy" dialog already answered, as on OSWorld's VM
+// image. Every other setting is VLC's default (OSWorld's metrics read an
+// absent key as its default).
+const vlcSeed = "[qt]\nqt-privacy-ask=0\n"
+
+// vlcApp makes VLC one of the task's apps, its config seeded in setup.
+func (c *conv) vlcApp() {
+	if c.vlc {
+		return
+	}
+	c.vlc = true
+	c.apps["vlc"] = true
+	c.setup = append(c.setup,
+		SetupStep{Exec: &Exec{Shell: "mkdir -p ~/.config/vlc && printf '" + strings.ReplaceAll(vlcSeed, "\n", `\n`) + "' > ~/.config/vlc/vlcrc", TimeoutMS: 10000}})
+	c.e.note("vlcrc is seeded with the first-run privacy dialog answered (qt-privacy-ask=0), as OSWorld's VM image has it")
 }
 
 // libreProfile is the LibreOffice profile the shipped office tasks use.

@@ -421,7 +421,29 @@ func TestImportOSWorld(t *testing.T) {
 		"evaluator": map[string]any{"func": "is_utc_0", "result": cmdLine("date")}})
 	put("os", "getter", map[string]any{"related_apps": []string{"os"}, "config": []any{},
 		"evaluator": map[string]any{"func": "exact_match", "result": map[string]any{"type": "vm_terminal_output"}, "expected": rule(map[string]any{"expected": "x"})}})
-	put("gimp", "app", map[string]any{"related_apps": []string{"gimp"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
+	put("thunderbird", "app", map[string]any{"related_apps": []string{"thunderbird"}, "config": []any{}, "evaluator": map[string]any{"func": "infeasible"}})
+	// VLC and GIMP tasks scored from their config files: OSWorld's restart
+	// of VLC and GIMP's ctrl+q before reading gimprc are dropped (both
+	// write those files as their Preferences are saved); a rule asking for
+	// VLC's default is unsound; sessionrc is written only as GIMP quits.
+	restartVLC := []any{map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"pkill", "vlc"}}},
+		map[string]any{"type": "launch", "parameters": map[string]any{"command": "vlc"}}}
+	quitGIMP := []any{map[string]any{"type": "execute", "parameters": map[string]any{"command": []string{"python3", "-c", `import pyautogui; pyautogui.hotkey(["ctrl", "q"]);`}}},
+		map[string]any{"type": "sleep", "parameters": map[string]any{"seconds": 0.5}}}
+	vlcLaunch := []any{map[string]any{"type": "launch", "parameters": map[string]any{"command": "vlc"}}, click}
+	put("vlc", "vlc-ok", map[string]any{"related_apps": []string{"vlc"}, "config": vlcLaunch,
+		"evaluator": map[string]any{"func": "check_qt_bgcone", "postconfig": restartVLC, "result": map[string]any{"type": "vlc_config", "dest": "vlcrc"},
+			"expected": rule(map[string]any{"expected_qt_bgcone": 0})}})
+	put("vlc", "vlc-default", map[string]any{"related_apps": []string{"vlc"}, "config": vlcLaunch,
+		"evaluator": map[string]any{"func": "check_qt_max_volume", "postconfig": restartVLC, "result": map[string]any{"type": "vlc_config", "dest": "vlcrc"},
+			"expected": rule(map[string]any{"expected_qt_max_volume": 125})}})
+	gimpLaunch := []any{map[string]any{"type": "launch", "parameters": map[string]any{"command": []string{"gimp"}}}}
+	put("gimp", "gimp-rc", map[string]any{"related_apps": []string{"gimp"}, "config": gimpLaunch,
+		"evaluator": map[string]any{"func": "check_config_status", "postconfig": quitGIMP, "result": map[string]any{"type": "gimp_config_file", "file_name": "gimprc", "dest": "gimprc"},
+			"expected": rule(map[string]any{"type:": "key-value", "key": "theme", "value": `"Light"`})}})
+	put("gimp", "gimp-session", map[string]any{"related_apps": []string{"gimp"}, "config": gimpLaunch,
+		"evaluator": map[string]any{"func": "check_config_status", "postconfig": quitGIMP, "result": map[string]any{"type": "gimp_config_file", "file_name": "sessionrc", "dest": "sessionrc"},
+			"expected": rule(map[string]any{"type:": "key-value", "key": "hide-docks", "value": "yes"})}})
 	put("chrome", "net", map[string]any{"related_apps": []string{"chrome"}, "config": []any{
 		map[string]any{"type": "chrome_open_tabs", "parameters": map[string]any{"urls_to_open": []string{"https://www.example.com/"}}}},
 		"evaluator": map[string]any{"func": "infeasible"}})
@@ -503,23 +525,36 @@ func TestImportOSWorld(t *testing.T) {
 	want := map[string]string{
 		"ok-cmd": "imported", "infeasible": "imported", "cached": "imported", "../../evil": "imported", "tabs": "imported", "editor": "imported",
 		"sudo": "missing_program sudo", "metric": "unsupported_metric is_utc_0", "getter": "unsupported_getter vm_terminal_output",
-		"app": "unsupported_app gimp", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
+		"app": "unsupported_app thunderbird", "net": "needs_network www.example.com", "pymod": "needs_python_module pptx",
 		"post": "unsupported_config postconfig:execute", "escape": "outside_home /home/user/../../etc/a.txt",
 		"nocache": "missing_cache_file gone.txt", "prefs": "imported", "sudo-mkdir": "imported",
 		"unsound": "unsound_verifier " + "data_delete_automacally: " + unsoundGetters["data_delete_automacally"],
 		"liked":   "unsupported_metric is_expected_bookmarks:liked_authors_websites_urls", "sudo-rm": "missing_program sudo",
+		"vlc-ok": "imported", "gimp-rc": "imported",
+		"vlc-default":  "unsound_verifier check_qt_max_volume: 125 is VLC's default, which a clean state already has",
+		"gimp-session": "unsupported_config postconfig:quit gimp (it writes sessionrc only as it quits)",
 	}
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("%s: %q, want %q", id, got[id], w)
 		}
 	}
-	if rep.Imported != 8 || rep.Domains["os"].Imported != 4 || rep.Domains["os"].Refused[RefuseProgram] != 2 {
+	if rep.Imported != 10 || rep.Domains["os"].Imported != 4 || rep.Domains["os"].Refused[RefuseProgram] != 2 {
 		t.Errorf("counts: %+v %+v", rep, rep.Domains["os"])
 	}
 	names, _ := filepath.Glob(filepath.Join(out, "*"))
-	if len(names) != 8 {
+	if len(names) != 10 {
 		t.Errorf("written: %v", names)
+	}
+	// VLC starts from a seeded vlcrc (its first-run dialog answered) and
+	// waits for its window; neither task acts before scoring.
+	if v := ts0(t, out)["osworld-vlc-ok"]; v == nil || len(v.Setup) != 2 || !strings.Contains(v.Setup[1].Exec.Shell, "qt-privacy-ask=0") ||
+		len(v.InstanceSetup) != 2 || v.InstanceSetup[0].LaunchApp.App != "vlc" || v.InstanceSetup[1].WaitWindow == nil || len(v.BeforeScore) != 0 ||
+		strings.Join(v.Apps, ",") != "vlc" {
+		t.Errorf("vlc-ok: %+v", v)
+	}
+	if g := ts0(t, out)["osworld-gimp-rc"]; g == nil || len(g.InstanceSetup) != 2 || g.InstanceSetup[0].LaunchApp.App != "gimp" || len(g.BeforeScore) != 0 {
+		t.Errorf("gimp-rc: %+v", g)
 	}
 	if p := ts0(t, out)["osworld-prefs"]; p == nil || len(p.BeforeScore) != 1 || p.BeforeScore[0].Browser == nil || !p.BeforeScore[0].Browser.Close {
 		t.Errorf("prefs: before_score %+v; want the browser closed", p)
@@ -599,7 +634,155 @@ func TestImportOSWorld(t *testing.T) {
 	}
 	var sb strings.Builder
 	rep.WriteText(&sb)
-	if !strings.Contains(sb.String(), "8 imported, 12 refused") {
+	if !strings.Contains(sb.String(), "10 imported, 14 refused") {
 		t.Errorf("report:\n%s", sb.String())
 	}
 }
+
+// VLC's and GIMP's config getters and metrics: vlcrc as guestd hands it
+// over ($SK_APPS), GIMP's files read from the agent's home through the
+// safe reader. Each metric scores 1 on the setting, 0 on VLC's or GIMP's
+// default and on anything else; a missing, malformed, linked, FIFO or
+// oversized file scores 0, never a scorer error.
+func TestOSWorldAppConfigs(t *testing.T) {
+	home := t.TempDir()
+	gimpDir := filepath.Join(home, ".config", "GIMP", "2.10")
+	if err := os.MkdirAll(gimpDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vlcrc := func(t *testing.T, text string) string {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "vlcrc"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return "SK_APPS=" + d
+	}
+	vlc := func(metric string, rules map[string]any) map[string]any {
+		return map[string]any{"func": metric, "result": map[string]any{"type": "vlc_config", "dest": "vlcrc"}, "expected": rule(rules)}
+	}
+	// What VLC writes: every option, the defaults commented out.
+	full := "[qt] # Qt interface\n#qt-minimal-view=0\n#qt-bgcone=1\n#qt-max-volume=125\n#qt-slider-colours=153;210;153;20;210;20;255;199;15;245;39;29\n" +
+		"[core]\n#one-instance-when-started-from-file=1\n#global-key-play-pause=\n# Record directory or filename (string)\n#input-record-path=\n"
+	// with is full with key set to val, as VLC writes a changed option.
+	with := func(key, val string) string {
+		lines := strings.Split(full, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "#"+key+"=") {
+				lines[i] = key + "=" + val
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	cone := vlc("check_qt_bgcone", map[string]any{"expected_qt_bgcone": 0})
+	vol := vlc("check_qt_max_volume", map[string]any{"expected_qt_max_volume": 200})
+	minimal := vlc("check_qt_minimal_view", map[string]any{"expected_qt_minimal_view": 1})
+	black := vlc("check_qt_slider_colours", map[string]any{"type": "blackish"})
+	match := vlc("check_qt_slider_colours", map[string]any{"type": "match", "expected_qt_slider_colours": "1;2;3"})
+	one := vlc("check_one_instance_when_started_from_file", map[string]any{"expected_one_instance_when_started_from_file": 0})
+	key := vlc("check_global_key_play_pause", map[string]any{"expected_global_key_play_pause": 1})
+	rec := vlc("is_vlc_recordings_folder", map[string]any{"recording_file_path": "/home/user/Desktop"})
+	cases := []struct {
+		name  string
+		spec  map[string]any
+		vlcrc *string // nil: no $SK_APPS at all
+		want  string
+	}{
+		{"cone off", cone, ptr(with("qt-bgcone", "0")), "1"},
+		{"cone default", cone, ptr(full), "0"},
+		{"cone, the seeded vlcrc", cone, ptr("[qt]\nqt-privacy-ask=0\n"), "0"},
+		{"cone, no vlcrc handed over", cone, nil, "0"},
+		{"cone, vlcrc oversized", cone, ptr(with("qt-bgcone", "0") + strings.Repeat("#", 1<<20)), "0"},
+		{"cone, vlcrc not UTF-8", cone, ptr(with("qt-bgcone", "0") + "\xff\xfe"), "0"},
+		{"max volume 200", vol, ptr(with("qt-max-volume", "200")), "1"},
+		{"max volume 150", vol, ptr(with("qt-max-volume", "150")), "0"},
+		{"max volume default", vol, ptr(full), "0"},
+		{"minimal view on", minimal, ptr(with("qt-minimal-view", "1")), "1"},
+		{"minimal view default", minimal, ptr(full), "0"},
+		{"slider blackish", black, ptr(with("qt-slider-colours", "20;20;20;30;30;30;40;40;40;50;50;50")), "1"},
+		{"slider one bright", black, ptr(with("qt-slider-colours", "20;20;20;30;30;30;40;40;40;245;39;29")), "0"},
+		{"slider default", black, ptr(full), "0"},
+		{"slider not numbers", black, ptr(with("qt-slider-colours", "black")), "0"},
+		{"slider match", match, ptr(with("qt-slider-colours", "1;2;3")), "1"},
+		{"slider no match", match, ptr(with("qt-slider-colours", "1;2;4")), "0"},
+		{"one instance off", one, ptr(with("one-instance-when-started-from-file", "0")), "1"},
+		{"one instance default", one, ptr(full), "0"},
+		{"global key set", key, ptr(with("global-key-play-pause", "Space")), "1"},
+		{"global key default", key, ptr(full), "0"},
+		{"recordings folder", rec, ptr(with("input-record-path", "/home/user/Desktop")), "1"},
+		{"recordings folder, the agent's home", rec, ptr(with("input-record-path", home+"/Desktop")), "1"},
+		{"recordings folder elsewhere", rec, ptr(with("input-record-path", "/home/user/Documents")), "0"},
+		{"recordings folder ~", rec, ptr(with("input-record-path", "~/Desktop")), "0"},
+		{"recordings folder default", rec, ptr(full), "0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var env []string
+			if tc.vlcrc != nil {
+				env = append(env, vlcrc(t, *tc.vlcrc))
+			}
+			if got := runSpec(t, tc.spec, home, "done", env...); got != tc.want {
+				t.Errorf("reward %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A solved vlcrc scores 0 when the agent ended with fail.
+	if got := runSpec(t, cone, home, "fail", vlcrc(t, with("qt-bgcone", "0"))); got != "0" {
+		t.Errorf("cone off, ended with fail: %q", got)
+	}
+
+	gimp := func(file string, key any, value string) map[string]any {
+		return map[string]any{"func": "check_config_status",
+			"result":   map[string]any{"type": "gimp_config_file", "file_name": file, "dest": file, "path": "~/.config/GIMP/2.10/" + file},
+			"expected": rule(map[string]any{"type:": "key-value", "key": key, "value": value})}
+	}
+	theme := gimp("gimprc", "theme", `"Light"`)
+	undo := gimp("gimprc", "undo-levels", "100")
+	hist := gimp("action-history", []string{"history-item", `"filters-vignette"`}, "1")
+	put := func(t *testing.T, name string, plant func(p string) error) {
+		p := filepath.Join(gimpDir, name)
+		os.RemoveAll(p)
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(s string) func(p string) error {
+		return func(p string) error { return os.WriteFile(p, []byte(s), 0o644) }
+	}
+	target := filepath.Join(t.TempDir(), "gimprc")
+	if err := os.WriteFile(target, []byte("(theme \"Light\")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gcases := []struct {
+		name  string
+		spec  map[string]any
+		file  string
+		plant func(p string) error
+		want  string
+	}{
+		{"theme Light", theme, "gimprc", text("# GIMP gimprc\n\n(theme \"Light\")\n(undo-levels 5)\n"), "1"},
+		{"theme Gray", theme, "gimprc", text("# GIMP gimprc\n\n(theme \"Gray\")\n"), "0"},
+		{"theme never set", theme, "gimprc", text("# GIMP gimprc\n\n(default-view\n    (show-menubar yes))\n"), "0"},
+		{"theme commented", theme, "gimprc", text("# (theme \"Light\")\n"), "0"},
+		{"undo 100", undo, "gimprc", text("(undo-levels 100)\n"), "1"},
+		{"undo 50", undo, "gimprc", text("(undo-levels 50)\n"), "0"},
+		{"a blank line before it (OSWorld's metric raises)", theme, "gimprc", text("   \n(theme \"Light\")\n"), "0"},
+		{"history item", hist, "action-history", text("(history-item \"filters-vignette\" 1)\n"), "1"},
+		{"history item, other action", hist, "action-history", text("(history-item \"filters-blur\" 1)\n"), "0"},
+		{"empty gimprc", theme, "gimprc", text(""), "0"},
+		{"no gimprc", theme, "gimprc", func(string) error { return nil }, "0"},
+		{"gimprc a link", theme, "gimprc", func(p string) error { return os.Symlink(target, p) }, "0"},
+		{"gimprc a FIFO", theme, "gimprc", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "0"},
+		{"gimprc a directory", theme, "gimprc", func(p string) error { return os.Mkdir(p, 0o755) }, "0"},
+		{"gimprc oversized", theme, "gimprc", text("(theme \"Light\")\n" + strings.Repeat("# pad\n", (2<<20)/6)), "0"},
+	}
+	for _, tc := range gcases {
+		t.Run(tc.name, func(t *testing.T) {
+			put(t, tc.file, tc.plant)
+			if got := runSpec(t, tc.spec, home, "done"); got != tc.want {
+				t.Errorf("reward %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -89,6 +89,11 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	} else if n > 0 {
 		env = setEnvVar(env, "SK_BROWSER", filepath.Join(home, "browser"))
 	}
+	if n, err := exportApps(envHome(s.cfg.Env), filepath.Join(home, "apps"), s.cfg.Scorer); err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	} else if n > 0 {
+		env = setEnvVar(env, "SK_APPS", filepath.Join(home, "apps"))
+	}
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"} {
 		env = setEnvVar(env, k, home)
 	}
