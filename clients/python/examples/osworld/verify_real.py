@@ -137,6 +137,91 @@ def shell(line):
     return lambda a: a.terminal(line)
 
 
+# VLC's Qt interface exports no accessibility tree here, so its cases act
+# as a screenshot agent does: keys, and clicks where the screenshot shows
+# a control (VLC's windows open at the same place on the sandbox's screen).
+VLC_SAVE, VLC_SAVE_MAX = (904, 728), (1144, 778)
+
+
+def vlc_simple(*acts, page=None, save=True):
+    """Tools > Preferences (ctrl+p), the simple view: a page's tab, then
+    acts (pyautogui lines), then Save (or Cancel)."""
+    def play(a):
+        a.act("pyautogui.hotkey('ctrl', 'p')")
+        a.act("WAIT")                               # the dialog drawn, as a screenshot agent looks
+        if page:
+            a.act(f"pyautogui.click{page}")
+            a.act("WAIT")
+        for x in _flat(acts):
+            a.act(x)
+        a.act(f"pyautogui.click{VLC_SAVE if save else (990, 728)}")
+    return play
+
+
+def vlc_qt(*acts, save=True):
+    """Preferences, Show settings: All, the search finds the Qt interface's
+    module (its options name the background cone), the window maximized
+    and its options scrolled to their end; then acts and Save (or Cancel)."""
+    def play(a):
+        for x in ("pyautogui.hotkey('ctrl', 'p')",
+                  "pyautogui.click(335, 723)",      # Show settings: All
+                  "pyautogui.click(406, 79)",       # Search
+                  "pyautogui.typewrite('cone')",
+                  "pyautogui.click(329, 194)",      # Interface > Main interfaces > Qt
+                  "pyautogui.click(1013, 39)",      # maximize
+                  "pyautogui.scroll(-10, x=900, y=400)"):
+            a.act(x)
+            a.act("WAIT")                           # drawn before the next look
+        for x in _flat(acts):
+            a.act(x)
+        a.act(f"pyautogui.click{VLC_SAVE_MAX if save else (1230, 778)}")
+    return play
+
+
+def vlc_field(xy, text):
+    """Replaces the text of the field at xy: a click, then (once it has
+    the focus) the keys."""
+    return [f"pyautogui.click{xy}", f"pyautogui.hotkey('ctrl', 'a')\npyautogui.typewrite({text!r})\npyautogui.press('tab')"]
+
+
+def _flat(acts):
+    for x in acts:
+        yield from ([x] if isinstance(x, str) else x)
+
+
+VLC_QT_CONE, VLC_QT_EXPAND_CONE = "pyautogui.click(542, 554)", "pyautogui.click(542, 583)"
+VLC_QT_MAX_VOLUME, VLC_QT_SLIDER = (1192, 643), (1174, 463)
+VLC_INTERFACE_MINIMAL, VLC_INTERFACE_ONE_FROM_FILE, VLC_INTERFACE_ONE = \
+    "pyautogui.click(418, 343)", "pyautogui.click(280, 567)", "pyautogui.click(280, 538)"
+VLC_INPUT_PAGE, VLC_RECORD_DIR = (686, 95), (717, 552)
+
+
+def gimp_prefs(a):
+    """Edit > Preferences (the menu by its key, its item where it shows)."""
+    a.act("pyautogui.hotkey('alt', 'e')")
+    a.act("pyautogui.click(310, 641)")
+    a.find("dialog", "^Preferences$")
+
+
+def gimp_theme(name, button="OK"):
+    def play(a):
+        gimp_prefs(a)
+        a.click("table cell", "^Theme$")
+        a.click("table cell", f"^{name}$")
+        a.click("push button", f"^{button}$")
+    return play
+
+
+def gimp_undo(levels, button="OK"):
+    def play(a):
+        gimp_prefs(a)
+        x, y = a.find("label", "^Minimal number of undo levels:$")
+        a.act(f"pyautogui.tripleClick({x + 160}, {y})")
+        a.act(f"pyautogui.hotkey('ctrl', 'a')\npyautogui.typewrite({str(levels)!r})\npyautogui.press('tab')")
+        a.click("push button", f"^{button}$")
+    return play
+
+
 INFEASIBLE = [("says FAIL", nothing, "FAIL", 1.0), ("says DONE", nothing, "DONE", 0.0),
               ("never ends it (evaluate does)", nothing, None, 0.0)]
 CASES = {
@@ -158,7 +243,36 @@ CASES = {
     "94d95f96": [("nothing", nothing, "DONE", 0.0),
                  ("its own spotify in ~/.local/bin", shell("mkdir -p ~/.local/bin && printf '#!/bin/sh\\n' > ~/.local/bin/spotify && chmod +x ~/.local/bin/spotify"), "DONE", 0.0)],
 }
-for short in ("3720f614", "93eabf48", "ae78f875", "2bd59342", "4783cc41", "b3d4a89c", "c288e301", "fe41f596"):
+CASES.update({
+    # vlc: each setting made in Tools > Preferences and saved (VLC writes
+    # vlcrc then); a setting left unsaved never reaches vlcrc.
+    "215dfd39": [("cone off, saved", vlc_qt(VLC_QT_CONE), "DONE", 1.0), ("cone off, cancelled", vlc_qt(VLC_QT_CONE, save=False), "DONE", 0.0),
+                 ("the expanding cone instead", vlc_qt(VLC_QT_EXPAND_CONE), "DONE", 0.0), ("nothing", nothing, "DONE", 0.0)],
+    "9195653c": [("max volume 200", vlc_qt(vlc_field(VLC_QT_MAX_VOLUME, "200")), "DONE", 1.0),
+                 ("max volume 150", vlc_qt(vlc_field(VLC_QT_MAX_VOLUME, "150")), "DONE", 0.0), ("nothing", nothing, "DONE", 0.0)],
+    "d06f0d4d": [("slider colours near black", vlc_qt(vlc_field(VLC_QT_SLIDER, "20;20;20;30;30;30;40;40;40;50;50;50")), "DONE", 1.0),
+                 ("one colour still bright", vlc_qt(vlc_field(VLC_QT_SLIDER, "20;20;20;30;30;30;40;40;40;245;39;29")), "DONE", 0.0),
+                 ("nothing", nothing, "DONE", 0.0)],
+    "a5bbbcd5": [("start in minimal view, saved", vlc_simple(VLC_INTERFACE_MINIMAL), "DONE", 1.0),
+                 ("View > Minimal Interface only (ctrl+h: not a setting)", lambda a: a.act("pyautogui.hotkey('ctrl', 'h')"), "DONE", 0.0),
+                 ("nothing", nothing, "DONE", 0.0)],
+    "f3977615": [("one instance from file manager off", vlc_simple(VLC_INTERFACE_ONE_FROM_FILE), "DONE", 1.0),
+                 ("allow only one instance on instead", vlc_simple(VLC_INTERFACE_ONE), "DONE", 0.0),
+                 ("off, then FAIL", vlc_simple(VLC_INTERFACE_ONE_FROM_FILE), "FAIL", 0.0), ("nothing", nothing, "DONE", 0.0)],
+    "8ba5ae7a": [("record folder /home/user/Desktop", vlc_simple(vlc_field(VLC_RECORD_DIR, "/home/user/Desktop"), page=VLC_INPUT_PAGE), "DONE", 1.0),
+                 ("the home's own path", vlc_simple(vlc_field(VLC_RECORD_DIR, "/home/agent/Desktop"), page=VLC_INPUT_PAGE), "DONE", 1.0),
+                 ("~/Documents", vlc_simple(vlc_field(VLC_RECORD_DIR, "/home/user/Documents"), page=VLC_INPUT_PAGE), "DONE", 0.0),
+                 ("typed, then cancelled", vlc_simple(vlc_field(VLC_RECORD_DIR, "/home/user/Desktop"), page=VLC_INPUT_PAGE, save=False), "DONE", 0.0),
+                 ("nothing", nothing, "DONE", 0.0)],
+    # gimp: Edit > Preferences, OK (GIMP writes gimprc then).
+    "7767eef2": [("theme Light", gimp_theme("Light"), "DONE", 1.0), ("theme Gray", gimp_theme("Gray"), "DONE", 0.0),
+                 ("Light, then Cancel", gimp_theme("Light", "Cancel"), "DONE", 0.0), ("nothing", nothing, "DONE", 0.0)],
+    "7b7617bd": [("100 undo levels", gimp_undo(100), "DONE", 1.0), ("50 undo levels", gimp_undo(50), "DONE", 0.0),
+                 ("nothing", nothing, "DONE", 0.0)],
+})
+ONLY = set(os.environ.get("VERIFY_ONLY", "").split()) or None
+for short in ("3720f614", "93eabf48", "ae78f875", "2bd59342", "4783cc41", "b3d4a89c", "c288e301", "fe41f596",
+              "5ac2891a", "7882ed6e", "cb130f0d", "5ca86c6f", "e19bd559", "fbb548ca"):
     CASES[short] = INFEASIBLE
 
 
@@ -199,6 +313,8 @@ def main():
     rows, bad = [], 0
     try:
         for short, cases in CASES.items():
+            if ONLY and short not in ONLY:
+                continue
             for label, play, end, want in cases:
                 t0 = time.monotonic()
                 a = Agent(env)
