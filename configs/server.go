@@ -36,7 +36,9 @@ type Server struct {
 	IdleTTL            Duration    `json:"idle_ttl"`             // close envs idle this long
 	StepTimeout        Duration    `json:"step_timeout"`         // one env's step
 	ResetTimeout       Duration    `json:"reset_timeout"`        // one env's reset (lease + setup)
-	Screen             string      `json:"screen"`               // WxHxDepth of every sandbox
+	Screen             string      `json:"screen"`               // WxHxDepth of the sandboxes a reset gets by default
+	Screens            []string    `json:"screens,omitempty"`    // more sizes (WxH) a reset may ask for (reset screen {w, h}), each with its own pool (docs/api.md, "Per-env screens")
+	ScreenWarm         int         `json:"screen_warm"`          // warm sandboxes kept for each size of screens
 	GLX                bool        `json:"glx"`                  // sandboxes' X servers offer OpenGL (Mesa's software renderer); off: cheaper boots (docs/architecture.md, "Bursts")
 	Observe            aci.Observe `json:"observe"`              // default observation (settle: DefaultSettle when absent)
 	MaxSteps           int         `json:"max_steps,omitempty"`  // cap on any episode's step budget; 0: the task's alone

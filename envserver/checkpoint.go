@@ -11,6 +11,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/valyala/fasthttp"
 )
@@ -35,6 +36,8 @@ type checkpoint struct {
 	frame     string
 	display   *aci.Display
 	bytes     int64
+	pool      *pool.Pool // the pool of its screen size, which holds the snapshot
+	screen    api.Size
 
 	// guarded by checkpoints.mu
 	lastUsed time.Time
@@ -141,20 +144,21 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 		src.mu.Unlock()
 		return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
 	}
-	snap, err := s.pool.Snapshot(ctx, src.lease)
+	p := s.envPool(src)
+	snap, err := p.Snapshot(ctx, src.lease)
 	ck := &checkpoint{
 		id: newID("ckpt-"), snap: snap, task: src.task, envID: src.id, episodeID: src.ep.traj.EpisodeID,
 		step: src.ep.step, maxSteps: src.ep.maxSteps, coords: src.coords,
-		frame: src.lastFrame, display: src.display,
+		frame: src.lastFrame, display: src.display, pool: p, screen: src.screen,
 	}
 	src.mu.Unlock()
 	if err != nil {
 		s.m.checkpoints.WithLabelValues(string(codeOf(err))).Inc()
 		return nil, fmt.Errorf("checkpoint %s: %w", req.EnvID, err)
 	}
-	n, ok, err := s.pool.SnapshotBytes(ctx, snap)
+	n, ok, err := p.SnapshotBytes(ctx, snap)
 	if err != nil {
-		s.pool.DeleteSnapshot(snap)
+		p.DeleteSnapshot(snap)
 		return nil, fmt.Errorf("checkpoint %s: %w", req.EnvID, err)
 	}
 	if ok {
@@ -166,7 +170,7 @@ func (s *Server) checkpoint(ctx context.Context, req *api.CheckpointRequest) (*a
 	if s.ckpts.bytes+ck.bytes > s.cfg.MaxCheckpointBytes {
 		held := s.ckpts.bytes
 		s.ckpts.mu.Unlock()
-		s.pool.DeleteSnapshot(snap)
+		p.DeleteSnapshot(snap)
 		s.m.checkpoints.WithLabelValues(string(aci.CodeCheckpointLimit)).Inc()
 		return nil, aci.Errorf(aci.CodeCheckpointLimit, "checkpoint of %d bytes would exceed the server's %d bytes of checkpoints (%d held; server setting max_checkpoint_bytes): delete some", ck.bytes, s.cfg.MaxCheckpointBytes, held)
 	}
@@ -245,7 +249,7 @@ func (s *Server) useCheckpoint(id string) (ck *checkpoint, done func(), err erro
 			gone := ck.deleted && ck.uses == 0
 			s.ckpts.mu.Unlock()
 			if gone {
-				s.pool.DeleteSnapshot(ck.snap)
+				ck.pool.DeleteSnapshot(ck.snap)
 			}
 		})
 	}, nil
@@ -267,7 +271,7 @@ func (s *Server) deleteCheckpoint(id string) bool {
 	gone := ck.uses == 0
 	s.ckpts.mu.Unlock()
 	if gone {
-		s.pool.DeleteSnapshot(ck.snap)
+		ck.pool.DeleteSnapshot(ck.snap)
 	}
 	return true
 }

@@ -1,10 +1,14 @@
 package envserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +31,8 @@ type env struct {
 	mu          sync.Mutex
 	closed      bool
 	lease       *pool.Lease // nil after the sandbox died or was released
+	pool        *pool.Pool  // the pool of the env's screen size (leases, forks and snapshots come from it)
+	screen      api.Size    // that size (zero: the server's default, unreported)
 	task        *configs.Instance
 	ep          *episode
 	lastFrame   string
@@ -290,7 +296,7 @@ func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *epis
 		EpisodeID: newID("ep-"), EnvID: e.id, Task: in.ID, Seed: &seed, ForkOf: forkOf,
 		Instance: &trajectory.Instance{Version: in.Version, Hash: in.Hash, Split: in.Split,
 			Instruction: in.Instruction, Params: in.Params},
-		Steps: []trajectory.Step{}, StartedAt: now.UTC(), Envelope: s.envelope(in),
+		Steps: []trajectory.Step{}, StartedAt: now.UTC(), Envelope: s.envelope(e, in),
 	}, maxSteps: in.MaxSteps}
 	e.ep = ep
 	e.replay = nil
@@ -305,13 +311,50 @@ func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *epis
 // and audit"): the task's apps and shell, the clipboard verbs, the
 // trainer's routes as this server serves them, the network the sandbox's
 // confinement leaves it, and the screen.
-func (s *Server) envelope(in *configs.Instance) *trajectory.Envelope {
+func (s *Server) envelope(e *env, in *configs.Instance) *trajectory.Envelope {
 	net := "host"
 	if c := s.pool.Capabilities().Confinement; c != nil && slices.Contains(c.Namespaces, "net") {
 		net = "none"
 	}
 	return &trajectory.Envelope{Apps: slices.Clone(in.Apps), Shell: in.AllowShell, Clipboard: true,
-		TrainerExec: s.cfg.TrainerExec, TrainerFiles: true, Network: net, ScreenW: s.cfg.Screen.W, ScreenH: s.cfg.Screen.H}
+		TrainerExec: s.cfg.TrainerExec, TrainerFiles: true, Network: net, ScreenW: e.screen.W, ScreenH: e.screen.H}
+}
+
+// envPool is the pool e's sandbox came from (its screen size's).
+func (s *Server) envPool(e *env) *pool.Pool {
+	if e.pool != nil {
+		return e.pool
+	}
+	return s.pool
+}
+
+// screens lists the sizes a reset may ask for: the default, then the
+// others by width and height.
+func (s *Server) screens() []api.Size {
+	out := []api.Size{s.cfg.Screen}
+	for _, sz := range slices.SortedFunc(maps.Keys(s.cfg.Screens), func(a, b api.Size) int {
+		return cmp.Or(cmp.Compare(a.W, b.W), cmp.Compare(a.H, b.H))
+	}) {
+		out = append(out, sz)
+	}
+	return out
+}
+
+// poolFor is the pool of the screen a reset asks for: the default pool
+// for none (or the default size), an extra size's own pool, else
+// bad_request naming the sizes served.
+func (s *Server) poolFor(want *api.Size) (*pool.Pool, api.Size, error) {
+	if want == nil || *want == s.cfg.Screen {
+		return s.pool, s.cfg.Screen, nil
+	}
+	if p := s.cfg.Screens[*want]; p != nil {
+		return p, *want, nil
+	}
+	names := []string{}
+	for _, sz := range s.screens() {
+		names = append(names, fmt.Sprintf("%dx%d", sz.W, sz.H))
+	}
+	return nil, api.Size{}, aci.Errorf(aci.CodeBadRequest, "screen %dx%d is not served here (spec.observation.screens: %s)", want.W, want.H, strings.Join(names, ", "))
 }
 
 // finishEpisode ends e's episode with reason (e.mu held), saves it and counts it.
@@ -528,6 +571,9 @@ func (s *Server) spec() *api.Spec {
 	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
 		sc := s.cfg.Screen
 		sp.Observation.Screen = &sc
+		if len(s.cfg.Screens) > 0 {
+			sp.Observation.Screens = s.screens()
+		}
 	}
 	for _, v := range aci.AgentVerbs {
 		if a11yVerb(v) && !caps.A11y {

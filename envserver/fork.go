@@ -23,6 +23,8 @@ type origin struct {
 	coords           *aci.Coords
 	display          *aci.Display
 	checkpoint       string
+	pool             *pool.Pool // the origin's screen size's pool
+	screen           api.Size
 }
 
 func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, error) {
@@ -50,8 +52,8 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		}
 		defer done()
 		o = origin{task: ck.task, envID: ck.envID, episodeID: ck.episodeID, step: ck.step, maxSteps: ck.maxSteps,
-			frame: ck.frame, coords: ck.coords, display: ck.display, checkpoint: ck.id}
-		leases, err = s.pool.ForkSnapshot(ctx, ck.snap, req.N)
+			frame: ck.frame, coords: ck.coords, display: ck.display, checkpoint: ck.id, pool: ck.pool, screen: ck.screen}
+		leases, err = ck.pool.ForkSnapshot(ctx, ck.snap, req.N)
 		if err != nil {
 			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
 			return nil, fmt.Errorf("fork checkpoint %s: %w", ck.id, err)
@@ -74,9 +76,10 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 			src.mu.Unlock()
 			return nil, aci.Errorf(aci.CodeSandboxDied, "env %q: sandbox died", req.EnvID)
 		}
-		leases, err = s.pool.Fork(ctx, src.lease, req.N)
+		p := s.envPool(src)
+		leases, err = p.Fork(ctx, src.lease, req.N)
 		o = origin{task: src.task, envID: src.id, episodeID: src.ep.traj.EpisodeID, step: src.ep.step, maxSteps: src.ep.maxSteps,
-			frame: src.lastFrame, coords: src.coords, display: src.display}
+			frame: src.lastFrame, coords: src.coords, display: src.display, pool: p, screen: src.screen}
 		src.mu.Unlock()
 		if err != nil {
 			s.m.forks.WithLabelValues(string(codeOf(err))).Add(float64(req.N))
@@ -90,7 +93,8 @@ func (s *Server) fork(ctx context.Context, req *api.ForkRequest) (*batchReply, e
 		groups[i] = "fork"
 	}
 	s.fanOut(ctx, len(leases), groups, func(ctx context.Context, i int) {
-		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: o.frame, coords: o.coords, display: o.display}
+		e := &env{id: newID("env-"), lease: leases[i], task: task, lastFrame: o.frame, coords: o.coords, display: o.display,
+			pool: o.pool, screen: o.screen}
 		e.lastUsed.Store(time.Now().UnixNano())
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -97,6 +97,17 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	if err != nil {
 		return fail(re.EnvID, err)
 	}
+	// The screen: the checkpoint's, or the one asked for (a pool per size).
+	var p *pool.Pool
+	var screen api.Size
+	if ck != nil {
+		if re.Screen != nil && *re.Screen != ck.screen {
+			return fail(re.EnvID, aci.Errorf(aci.CodeBadRequest, "checkpoint %s has a %dx%d screen; a reset from it cannot ask for %dx%d", ck.id, ck.screen.W, ck.screen.H, re.Screen.W, re.Screen.H))
+		}
+		p, screen = ck.pool, ck.screen
+	} else if p, screen, err = s.poolFor(re.Screen); err != nil {
+		return fail(re.EnvID, err)
+	}
 	forkOf := ""
 	if ck != nil {
 		maxSteps = ck.maxSteps
@@ -132,9 +143,9 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 	t0 := time.Now()
 	var lease *pool.Lease
 	if ck != nil {
-		lease, err = s.pool.LeaseSnapshot(ctx, ck.snap)
+		lease, err = p.LeaseSnapshot(ctx, ck.snap)
 	} else {
-		lease, err = s.pool.LeaseGolden(ctx, in.ID, func(ctx context.Context, l *pool.Lease) error {
+		lease, err = p.LeaseGolden(ctx, in.ID, func(ctx context.Context, l *pool.Lease) error {
 			return runSetup(ctx, l, in.Task)
 		})
 	}
@@ -149,6 +160,7 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		}
 		instDur = time.Since(t1)
 	}
+	e.pool, e.screen = p, screen
 	ep := s.startEpisode(e, in, forkOf)
 	ep.maxSteps = maxSteps
 	e.coords, e.display = coords, nil

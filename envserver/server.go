@@ -60,8 +60,11 @@ type Config struct {
 	MaxConns, MaxConnsPerIP                    int
 	ReadTimeout, WriteTimeout, ConnIdleTimeout time.Duration
 	Screen                                     api.Size // the sandboxes' screen, as /v1/spec reports it (zero: unreported)
-	TrainerExec                                bool     // serve POST /v1/exec (docs/api.md, "Trainer exec")
-	Logf                                       func(format string, args ...any)
+	// Screens are the pools of the other sizes a reset may ask for
+	// (reset screen), each with its own goldens and warm sandboxes.
+	Screens     map[api.Size]*pool.Pool
+	TrainerExec bool // serve POST /v1/exec (docs/api.md, "Trainer exec")
+	Logf        func(format string, args ...any)
 	// Episode videos (docs/api.md, "Episode video"): Ffmpeg is the ffmpeg
 	// to run ("" looks up ffmpeg on PATH, "off" serves none); VideoDir
 	// keeps the encoded videos ("" a temp dir removed at Shutdown), at

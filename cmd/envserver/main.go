@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ func main() {
 	tasks := flag.String("tasks", "", "task directory (default: the shipped suite)")
 	allowUnchecked := flag.Bool("allow-unchecked", false, "serve task families that lack a passing check record")
 	allowExec := flag.Bool("allow-exec", false, "serve POST /v1/exec: the trainer runs commands in its envs (config trainer_exec)")
+	screens := flag.String("screens", "", "more screen sizes a reset may ask for, comma-separated WxH (config screens), each with its own warm pool")
 	state := flag.String("state", "", "state directory: trajectories, frames, sandboxes")
 	guestd := flag.String("guestd", "", "guestd binary (default: next to envserver, else PATH)")
 	addrFile := flag.String("addr-file", "", "write the server's base URL here once it serves")
@@ -94,6 +96,9 @@ func main() {
 	}
 	if *allowExec {
 		cfg.TrainerExec = true
+	}
+	if *screens != "" {
+		cfg.Screens = strings.Split(*screens, ",")
 	}
 	logf := log.Printf
 	if *quiet {

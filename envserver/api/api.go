@@ -46,6 +46,9 @@ type ResetEnv struct {
 	// MaxSteps lowers the episode's step budget (capped by the task's and
 	// the server's); 0 keeps the task's.
 	MaxSteps int `msgpack:"max_steps,omitempty" json:"max_steps,omitempty"`
+	// Screen is the sandbox's screen: one of spec.observation.screens;
+	// absent, the server's default (docs/api.md, "Per-env screens").
+	Screen *Size `msgpack:"screen,omitempty" json:"screen,omitempty"`
 }
 
 // ResetRequest is POST /v1/reset.
@@ -253,6 +256,9 @@ type ObservationSpec struct {
 	Formats []string `msgpack:"formats" json:"formats"`
 	Default Observe  `msgpack:"default" json:"default"`
 	Screen  *Size    `msgpack:"screen,omitempty" json:"screen,omitempty"`
+	// Screens are the sizes a reset may ask for (reset screen), the
+	// default (Screen) first; absent where the server offers one size.
+	Screens []Size `msgpack:"screens,omitempty" json:"screens,omitempty"`
 	// A11y lists the observe.a11y modes; absent where the sandboxes have
 	// no accessibility tree.
 	A11y []string `msgpack:"a11y,omitempty" json:"a11y,omitempty"`

@@ -83,6 +83,7 @@ func goldenValues() map[string]any {
 			Envs: []ResetEnv{
 				{Task: "xterm-hello-file", Seed: ptr(int64(7))},
 				{EnvID: "env-1", Task: "xterm-hello-file", Coords: "frame", MaxSteps: 5},
+				{Task: "xterm-hello-file", Screen: &Size{W: 1024, H: 768}},
 			},
 			Observe: &Observe{Format: aci.FormatPNG, MaxLongEdge: 1024},
 			Have:    []string{hashA},
@@ -172,7 +173,7 @@ func goldenValues() map[string]any {
 			Observation: ObservationSpec{
 				Formats: []string{aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw},
 				Default: Observe{Format: aci.FormatPNG},
-				Screen:  &Size{W: 1280, H: 800},
+				Screen:  &Size{W: 1280, H: 800}, Screens: []Size{{W: 1280, H: 800}, {W: 1024, H: 768}},
 			},
 			Tasks: []TaskInfo{{ID: "xterm-hello-file", Instruction: "create hello.txt", MaxSteps: 10}},
 			Pool:  PoolSpec{Provider: "process", Size: 2, Warm: 2, MaxSandboxes: 16, SnapshotKind: "disk", Fork: true, Checkpoint: true, Confined: true, Notes: "in-memory app state is not carried across fork"},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/configs"
@@ -30,8 +31,10 @@ type Options struct {
 
 // Stack is a running server with everything under it.
 type Stack struct {
-	Server   *envserver.Server
-	Pool     *pool.Pool
+	Server *envserver.Server
+	Pool   *pool.Pool
+	// Screens are the pools of the extra screen sizes (config screens).
+	Screens  map[api.Size]*pool.Pool
 	Provider pool.Provider
 	Store    *trajectory.Store
 	Tasks    configs.Tasks
@@ -114,14 +117,32 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	if leaseTimeout <= 0 {
 		leaseTimeout = time.Duration(cfg.ResetTimeout)
 	}
-	st.Pool, err = pool.New(ctx, st.Provider, pool.Config{
-		Size: cfg.Pool, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
-		LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
-		ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
-		Spec: pool.Spec{Width: w, Height: h, Depth: d, GLX: cfg.GLX}, Logf: logf,
-	})
+	newPool := func(size, w, h int) (*pool.Pool, error) {
+		return pool.New(ctx, st.Provider, pool.Config{
+			Size: size, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
+			LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
+			ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
+			Spec: pool.Spec{Width: w, Height: h, Depth: d, GLX: cfg.GLX}, Logf: logf,
+		})
+	}
+	if st.Pool, err = newPool(cfg.Pool, w, h); err != nil {
+		return nil, err
+	}
+	// Each extra screen size has a pool of its own, its own goldens and
+	// screen_warm warm sandboxes (docs/api.md, "Per-env screens").
+	screens, err := extraScreens(cfg, w, h)
 	if err != nil {
 		return nil, err
+	}
+	for _, sz := range screens {
+		p, err := newPool(cfg.ScreenWarm, sz.W, sz.H)
+		if err != nil {
+			return nil, fmt.Errorf("screen %dx%d: %w", sz.W, sz.H, err)
+		}
+		if st.Screens == nil {
+			st.Screens = map[api.Size]*pool.Pool{}
+		}
+		st.Screens[sz] = p
 	}
 	st.Store, err = trajectory.NewStore(filepath.Join(cfg.State, "episodes"), trajectory.StoreOptions{MaxEpisodes: cfg.MaxEpisodes, Logf: logf})
 	if err != nil {
@@ -136,6 +157,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, ReadTimeout: time.Duration(cfg.ReadTimeout),
 		WriteTimeout: time.Duration(cfg.WriteTimeout), ConnIdleTimeout: time.Duration(cfg.ConnIdleTimeout),
 		Screen:         api.Size{W: w, H: h},
+		Screens:        st.Screens,
 		MaxCheckpoints: cfg.MaxCheckpoints, MaxCheckpointBytes: cfg.MaxCheckpointBytes, CheckpointTTL: time.Duration(cfg.CheckpointTTL),
 		TrainerExec: cfg.TrainerExec,
 		Ffmpeg:      cfg.Ffmpeg, VideoDir: filepath.Join(cfg.State, "videos"), VideoCacheBytes: cfg.VideoCacheBytes,
@@ -144,6 +166,33 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 		return nil, err
 	}
 	return st, nil
+}
+
+// maxScreens bounds the extra screen sizes (each is a pool of its own).
+const maxScreens = 8
+
+// extraScreens parses config screens: sizes other than the default one,
+// each once, at most maxScreens.
+func extraScreens(cfg *configs.Server, w, h int) ([]api.Size, error) {
+	var out []api.Size
+	for _, s := range cfg.Screens {
+		sw, sh, _, err := configs.ParseScreen(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("screens: %w", err)
+		}
+		sz := api.Size{W: sw, H: sh}
+		if (sw == w && sh == h) || slices.Contains(out, sz) {
+			continue
+		}
+		out = append(out, sz)
+	}
+	if len(out) > maxScreens {
+		return nil, fmt.Errorf("screens: %d extra sizes, at most %d (each keeps a pool)", len(out), maxScreens)
+	}
+	if len(out) > 0 && cfg.ScreenWarm < 1 {
+		return nil, fmt.Errorf("screen_warm %d: want 1 or more (each extra size keeps that many warm)", cfg.ScreenWarm)
+	}
+	return out, nil
 }
 
 // newProvider builds a provider other than the embedded process one.
@@ -187,6 +236,9 @@ func (st *Stack) Close(ctx context.Context) error {
 	defer cancel()
 	if st.Pool != nil {
 		errs = append(errs, st.Pool.Close(tctx))
+	}
+	for _, p := range st.Screens {
+		errs = append(errs, p.Close(tctx))
 	}
 	if st.Provider != nil {
 		errs = append(errs, st.Provider.Close(tctx))

@@ -207,7 +207,8 @@ class AsyncEnv:
     def __init__(self, client: Any = None, task: Optional[str] = None, token: Optional[str] = None,
                  observe: Any = None, *, obs_mode: str = "array", dialect: str = "auto",
                  coords: Any = None, timeout: float = 300.0, outcome_wait_s: float = OUTCOME_WAIT_S,
-                 own: Optional[bool] = None, split: Optional[str] = None):
+                 own: Optional[bool] = None, split: Optional[str] = None,
+                 screen: Optional[Tuple[int, int]] = None):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode {obs_mode!r}: want one of {OBS_MODES}")
         if own is None:
@@ -220,6 +221,9 @@ class AsyncEnv:
         self.obs_mode = obs_mode
         self.dialect = dialect
         self.coords = None if coords is None else wire.coords(coords)
+        # The sandbox's screen (w, h) each reset asks for: one of the sizes
+        # in spec.observation.screens; None, the server's default.
+        self.screen = tuple(screen) if screen is not None else None
         self.outcome_wait_s = outcome_wait_s
         self.episode_id: Optional[str] = None
         # The current episode's instance (from the reset's or fork's info):
@@ -263,14 +267,16 @@ class AsyncEnv:
         if instruction_of(spec, task) is None and instruction_of(await self.client.spec(True), task) is None:
             raise NotFound(f"unknown task {task!r}", code="not_found")
         env_id = self.env_id
-        slot = (await self.client.reset([wire.reset_env(task, env_id, seed, coords_=coords, split=split)],
+        slot = (await self.client.reset([wire.reset_env(task, env_id, seed, coords_=coords, split=split,
+                                                                       screen=self.screen)],
                                         observe))[0]
         if isinstance(slot.error, (NotFound, SandboxDied) if env_id else SandboxDied):
             # The env is gone (the server restarted or the sandbox died), or a
             # new sandbox failed to boot: the episode runs on a fresh lease.
             # Nothing of the trainer's can run twice: a reset takes no action.
             self._lease.env_id = None
-            slot = (await self.client.reset([wire.reset_env(task, None, seed, coords_=coords, split=split)],
+            slot = (await self.client.reset([wire.reset_env(task, None, seed, coords_=coords, split=split,
+                                                                          screen=self.screen)],
                                             observe))[0]
         if slot.error is not None:
             raise slot.error

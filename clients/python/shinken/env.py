@@ -69,6 +69,29 @@ def clients(url: Any, token: Optional[str], timeout: float) -> Tuple[Client, boo
     return Client(url, token, timeout=timeout), True
 
 
+
+def served_screen(spec: Dict[str, Any], screen: Optional[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """The screen a reset asks the server for: ``screen`` where the server
+    lists it in ``spec.observation.screens`` (None where it is the
+    default); a ValueError where the server reports its sizes and
+    ``screen`` is not one of them. A server that reports no screen takes
+    ``screen`` as the observation space's size only."""
+    if screen is None:
+        return None
+    w, h = (int(v) for v in screen)
+    ob = spec.get("observation") or {}
+    sizes = [(s["w"], s["h"]) for s in ob.get("screens") or []]
+    default = ob.get("screen")
+    if default and not sizes:
+        sizes = [(default["w"], default["h"])]
+    if not sizes:
+        return None
+    if (w, h) not in sizes:
+        raise ValueError(f"screen {w}x{h}: this server serves " + ", ".join(f"{a}x{b}" for a, b in sizes))
+    if default and (w, h) == (default["w"], default["h"]):
+        return None
+    return (w, h)
+
 class Env(_EnvBase):
     """One environment on an envserver, exactly Gymnasium's API.
 
@@ -86,6 +109,9 @@ class Env(_EnvBase):
     in ``observation_space``, a fixed Box(H, W, 3) known at construction (the
     server's screen scaled to max_long_edge); "bytes" returns the encoded
     image as sent; "lazy" a Frame that decodes on first np.asarray().
+    ``screen`` (w, h) asks for a sandbox of that size on every reset: one
+    of the sizes the server lists (``spec.observation.screens``; the server
+    keeps warm sandboxes of each), else a ValueError naming them.
 
     Actions (``action_space``): a typed action dict, a list of them, model
     text, or a turn dict {"action" | "actions" | "text", "dialect"?,
@@ -124,6 +150,7 @@ class Env(_EnvBase):
         self.render_mode = render_mode
         try:
             spec = self.client.spec()
+            self._a.screen = served_screen(spec, screen)
             self.observation_space = observation_space(spec, self._a.observe, obs_mode, screen)
         except BaseException:
             self.close()

@@ -219,7 +219,8 @@ def _with_observe_have(req: Dict[str, Any], obs: Optional[Dict[str, Any]],
 
 def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = None, *,
               coords_: Any = None, max_steps: Optional[int] = None,
-              checkpoint: Optional[str] = None, split: Optional[str] = None) -> Dict[str, Any]:
+              checkpoint: Optional[str] = None, split: Optional[str] = None,
+              screen: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """One api.ResetEnv: a new lease (env_id None) or a restart of env_id;
     ``seed`` and ``split`` ("train", the server's default, or "test") pick
     the task family's instance (no seed: the server draws one in the split
@@ -228,7 +229,8 @@ def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = Non
     ``coords_`` is the env's default coordinate space for its steps;
     ``max_steps`` lowers the episode's step budget. With ``checkpoint`` the
     episode starts from that named checkpoint (``task`` may be "" or must
-    be the checkpoint's)."""
+    be the checkpoint's). ``screen`` (w, h) asks for one of the sizes the
+    server lists in ``spec.observation.screens``."""
     e: Dict[str, Any] = {}
     if env_id:
         e["env_id"] = _str("env_id", env_id)
@@ -243,6 +245,9 @@ def reset_env(task: str, env_id: Optional[str] = None, seed: Optional[int] = Non
         e["coords"] = coords(coords_)
     if max_steps:
         e["max_steps"] = _int("max_steps", max_steps)
+    if screen is not None:
+        w, h = screen
+        e["screen"] = {"w": _int("screen w", w), "h": _int("screen h", h)}
     return e
 
 

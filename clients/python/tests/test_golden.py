@@ -75,7 +75,8 @@ def test_json_twin_agrees(name):
 def test_reset_request_built_identically():
     req = wire.reset_request(
         [wire.reset_env("xterm-hello-file", seed=7),
-         wire.reset_env("xterm-hello-file", env_id="env-1", coords_="frame", max_steps=5)],
+         wire.reset_env("xterm-hello-file", env_id="env-1", coords_="frame", max_steps=5),
+         wire.reset_env("xterm-hello-file", screen=(1024, 768))],
         observe={"format": "png", "max_long_edge": 1024}, have=[HASH_A])
     assert wire.pack(req) == load("reset_request")
 

@@ -13,6 +13,7 @@ def exec_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("trainer")
     cfg = json.loads((ROOT / "configs" / "envserver.json").read_text())
     cfg["trainer_exec"] = True
+    cfg["screens"] = ["1024x768"]  # a second size, with its own warm sandbox
     (tmp / "envserver.json").write_text(json.dumps(cfg))
     p = start_server(tmp, pool=1, config=tmp / "envserver.json")
     yield p.srv
@@ -125,6 +126,23 @@ def test_dirs_and_chunked_files(exec_server, tmp_path):
         audit = env.trajectory().audit
         puts = [u for u in audit if u["kind"] == "put_file"]
         assert [u.get("offset", 0) for u in puts[:3]] == [0, 400_000, 800_000] and puts[3]["file_kind"] == "tar", puts
+    finally:
+        env.close()
+
+
+def test_per_env_screen(exec_server):
+    spec = shinken.Client(exec_server.url, token=exec_server.token).spec()
+    sizes = [(s["w"], s["h"]) for s in spec["observation"]["screens"]]
+    assert (1024, 768) in sizes and len(sizes) == 2, sizes
+    with pytest.raises(ValueError):
+        shinken.Env(exec_server.url, task="xterm-hello-file", token=exec_server.token, screen=(800, 600))
+    env = shinken.Env(exec_server.url, task="xterm-hello-file", token=exec_server.token, screen=(1024, 768))
+    try:
+        assert env.observation_space.shape == (768, 1024, 3)
+        obs, _ = env.reset()
+        assert obs.shape == (768, 1024, 3)
+        assert env.exec(shell="xdpyinfo | grep dimensions")["stdout"].split()[1] == b"1024x768"
+        assert env.trajectory().envelope["screen_w"] == 1024
     finally:
         env.close()
 
