@@ -8,6 +8,17 @@ package aci
 // centre of the element's current on-screen box.
 const ElementRef = "element_ref"
 
+// MarkLabel is one Set-of-Mark label (observe.som): its number as drawn,
+// the element it marks, and that element's role, name and box (screen
+// pixels). A target {kind: "mark", ref: "N"} names that element.
+type MarkLabel struct {
+	N    int    `msgpack:"n" json:"n"`
+	Ref  string `msgpack:"ref" json:"ref"`
+	Role string `msgpack:"role" json:"role"`
+	Name string `msgpack:"name,omitempty" json:"name,omitempty"`
+	Box  Rect   `msgpack:"box" json:"box"`
+}
+
 // Element verbs: they act on an element through the accessibility interfaces
 // instead of the pointer.
 const (
@@ -34,6 +45,20 @@ const (
 
 // Ref builds an element_ref target.
 func Ref(id string) *Target { return &Target{Kind: ElementRef, Ref: id} }
+
+// Mark is the target kind that names a Set-of-Mark label drawn on the
+// observed screenshot (OSWorld's som agents write tag_3): Ref holds the
+// label's number. The server draws no marks yet (observe.som is not
+// built), so mapping a mark target is refused as unsupported.
+const Mark = "mark"
+
+// MarkRef builds a mark target for label n.
+func MarkRef(n string) *Target { return &Target{Kind: Mark, Ref: n} }
+
+// markErr refuses a mark target: nothing resolves marks yet.
+func markErr(a *Action, t *Target) error {
+	return Errorf(CodeUnsupported, "%s on mark %s (Set-of-Mark label tag_%s): marks need observe.som, not built; give coordinates or an element ref", a.Verb, t.Ref, t.Ref)
+}
 
 // Element is one node of the accessibility tree as tools see it.
 type Element struct {

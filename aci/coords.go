@@ -147,6 +147,9 @@ func clampInt(n int64) (int, bool) {
 // within a mapped space a point_norm target is a 0..1 fraction of the
 // delivered frame, 1.0 being its last pixel.
 func (c Coords) MapTarget(t Target, d *Display) (Target, error) {
+	if t.Kind == Mark {
+		return Target{}, markErr(&Action{Verb: "point"}, &t)
+	}
 	if c.IsScreen() || t.Kind == ElementRef { // an element has no coordinates to map
 		return t, nil
 	}
@@ -181,7 +184,8 @@ func (c Coords) MapTarget(t Target, d *Display) (Target, error) {
 // toFrame reads (x, y) in c as a pixel of a dw x dh delivered frame.
 func (c Coords) toFrame(x, y, dw, dh float64) (float64, float64, error) {
 	out := func(lo, hiX, hiY string) error {
-		return Errorf(CodeInvalidAction, "point (%v, %v) is outside the %s space (%s..%s, %s..%s)", x, y, c, lo, hiX, lo, hiY)
+		return Errorf(CodeInvalidAction, "point (%v, %v) is outside the %s space (%s..%s, %s..%s); coordinates read as %s",
+			x, y, c, lo, hiX, lo, hiY, c.reading(dw, dh))
 	}
 	switch c.Space {
 	case CoordsFrame:
@@ -209,10 +213,32 @@ func (c Coords) toFrame(x, y, dw, dh float64) (float64, float64, error) {
 	return 0, 0, Errorf(CodeInvalidAction, "unknown coords %q", c.Space)
 }
 
+// reading says in words how c reads a point of a dw x dh delivered frame,
+// for the error of a point outside it: a model that saw a larger or
+// differently scaled screenshot than the space assumes lands there.
+func (c Coords) reading(dw, dh float64) string {
+	switch c.Space {
+	case CoordsFrame:
+		return fmt.Sprintf("absolute pixels of the observed %vx%v frame (declare coords {w, h} for pixels of a resized screenshot)", dw, dh)
+	case CoordsNorm:
+		return fmt.Sprintf("0..1 fractions of the observed %vx%v frame (declare coords frame or {w, h} for pixels)", dw, dh)
+	case CoordsNorm1000:
+		return fmt.Sprintf("0..1000 relative to the observed %vx%v frame, as UI-TARS 1.0, Seed and Qwen3-VL write them (a model that writes pixels, such as Qwen2.5-VL or UI-TARS-1.5, needs coords {w, h}: its resized screenshot's size)", dw, dh)
+	case CoordsImage:
+		return fmt.Sprintf("pixels of a %dx%d image covering the observed %vx%v frame (the screenshot as the model's processor resized it)", c.W, c.H, dw, dh)
+	}
+	return c.String()
+}
+
 // MapAction rewrites every point of a (its target or x/y, and a drag's to)
 // from space c onto screen pixels through d; see MapTarget. Actions without
 // points are left alone.
 func (c Coords) MapAction(a *Action, d *Display) error {
+	for _, t := range []*Target{a.Target, a.To} {
+		if t != nil && t.Kind == Mark {
+			return markErr(a, t)
+		}
+	}
 	if c.IsScreen() {
 		return nil
 	}

@@ -2,6 +2,7 @@ package aci
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -104,6 +105,35 @@ func TestParseCoords(t *testing.T) {
 	for _, in := range []any{"pixels", 3, map[string]any{"w": 0, "h": 5}, map[string]any{"w": 1.5, "h": 5}, map[string]any{"w": 5}, map[string]any{"w": int64(1) << 40, "h": 5}} {
 		if _, err := ParseCoords(in); CodeOf(err) != CodeInvalidAction {
 			t.Errorf("%v: got %v; want invalid_action", in, err)
+		}
+	}
+}
+
+func TestMapMarkRefused(t *testing.T) {
+	d := &Display{W: 1920, H: 1080, SourceRect: Rect{W: 1920, H: 1080}, Delivered: Rect{W: 1280, H: 720}}
+	for _, c := range []Coords{{Space: CoordsScreen}, {Space: CoordsNorm1000}} {
+		a := Action{Verb: Click, Target: MarkRef("3")}
+		err := c.MapAction(&a, d)
+		if CodeOf(err) != CodeUnsupported || !strings.Contains(err.Error(), "observe.som") {
+			t.Errorf("%v: MapAction(mark) = %v; want unsupported naming observe.som", c, err)
+		}
+		if _, err := c.MapTarget(*MarkRef("3"), d); CodeOf(err) != CodeUnsupported {
+			t.Errorf("%v: MapTarget(mark) = %v; want unsupported", c, err)
+		}
+	}
+}
+
+func TestOutsideSaysHowRead(t *testing.T) {
+	d := &Display{W: 1920, H: 1080, SourceRect: Rect{W: 1920, H: 1080}, Delivered: Rect{W: 1280, H: 720}}
+	for c, want := range map[Coords]string{
+		{Space: CoordsNorm1000}:               "0..1000 relative to the observed 1280x720 frame",
+		{Space: CoordsFrame}:                  "absolute pixels of the observed 1280x720 frame",
+		{Space: CoordsImage, W: 1288, H: 728}: "pixels of a 1288x728 image",
+	} {
+		a := Action{Verb: Click, Target: Px(1500, 300)}
+		err := c.MapAction(&a, d)
+		if CodeOf(err) != CodeInvalidAction || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v; want invalid_action saying %q", c, err, want)
 		}
 	}
 }

@@ -26,7 +26,9 @@ import (
 // scroll_amount wheel steps, default 3; text holds modifiers), wait
 // (duration, seconds), screenshot, cursor_position (a screenshot: the
 // observation carries the pointer). hold_key and zoom are dialect_errors:
-// the server has no timed key hold and no zoomed view. Coordinates are
+// the server has no timed key hold and no zoomed view. The bash and text
+// editor tools (bash, str_replace_editor, str_replace_based_edit_tool) are
+// refused as unsupported, naming the tool: no shell route runs them yet. Coordinates are
 // pixels of the screenshot as sent (coords frame).
 func parseAnthropic(text string) (parsed, error) {
 	vals, err := scanJSON(text)
@@ -69,6 +71,9 @@ func anthropicValue(v any, src string, depth int) ([]aci.Action, error) {
 		case "tool_use":
 			name, _ := x["name"].(string)
 			if name != "computer" {
+				if t, ok := anthropicTools[name]; ok {
+					return nil, unsupportedErr(src, "Claude's %s tool (%s) is not run: the task has no shell route for model text yet (only the computer tool)", name, t)
+				}
 				return nil, dialectErr(src, "tool %q is not supported (only computer)", name)
 			}
 			in, ok := x["input"].(map[string]any)
@@ -86,6 +91,15 @@ func anthropicValue(v any, src string, depth int) ([]aci.Action, error) {
 		}
 	}
 	return nil, dialectErr(src, "want a content block, got %T", v)
+}
+
+// anthropicTools are Claude's other built-in tools: read, and refused as
+// unsupported naming them (running them as agent actions is a later step).
+var anthropicTools = map[string]string{
+	"bash":                        "a shell command",
+	"str_replace_editor":          "the text editor",
+	"str_replace_based_edit_tool": "the text editor",
+	"text_editor":                 "the text editor",
 }
 
 // anthropicParams are each action's input fields besides action.

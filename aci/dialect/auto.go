@@ -8,12 +8,22 @@ import (
 // Markers of the model families' own forms. Each is specific to its family:
 // a text that shows two of them is ambiguous and auto refuses it.
 var (
-	uitarsArg       = regexp.MustCompile(`point\s*=\s*['"]\s*<point>`)
-	uitarsCallLine  = regexp.MustCompile(`^(?:Action[ \t]*[:：][ \t]*)?(?:` + uitarsFuncs + `)[ \t]*\(`)
-	qwenMarker      = regexp.MustCompile(`"name"\s*:\s*"(?:computer_use|mobile_use)"`)
-	openaiMarker    = regexp.MustCompile(`"type"\s*:\s*"computer_call"`)
+	uitarsArg      = regexp.MustCompile(`point\s*=\s*['"]\s*<point>`)
+	uitarsCallLine = regexp.MustCompile(`^(?:(?:Action|动作|操作)[ \t]*[:：][ \t]*)?(?:` + uitarsFuncs + `)[ \t]*\(`)
+	qwenMarker     = regexp.MustCompile(`"name"\s*:\s*"(?:computer_use|mobile_use)"`)
+	openaiMarker   = regexp.MustCompile(`"type"\s*:\s*"computer_call"`)
+	// openaiShellMarker is an OpenAI shell output item (local_shell,
+	// shell tools): refused typed, but its family's to refuse.
+	openaiShellMarker = regexp.MustCompile(`"type"\s*:\s*"(?:local_shell_call|shell_call|apply_patch_call)"`)
+	// uitarsArgs are UI-TARS argument forms: an Action line that has one is
+	// a UI-TARS call, not a Qwen description.
+	uitarsArgs = regexp.MustCompile(`\b(?:start_box|end_box|start_point|end_point|point|content|key|direction)\s*=|<point>|<bbox>|<\|box_start\|>`)
+	// qwenToolCalls is a Qwen tool call block with the one-line
+	// "Action: …" description Qwen3-VL writes before it.
+	qwenToolCalls   = regexp.MustCompile(`(?s)(?:(?m:^)[ \t]*(?:Action|动作|操作)[ \t]*[:：][^\n]*\n\s*)?<tool_call>.*?(?:</tool_call>|$)`)
 	anthropicMarker = regexp.MustCompile(`"type"\s*:\s*"tool_use"`)
 	computerCall    = regexp.MustCompile(`computer\.\s*(?:terminate|wait)\s*\(`)
+	agentSCall      = regexp.MustCompile(`(?m)^[ \t]*agent\s*\.\s*(?:click|type|scroll|drag_and_drop|highlight_text_span|hotkey|hold_and_press|wait|done|fail|switch_applications|open|save_to_knowledge|set_cell_values)\s*\(`)
 	tagUse          = regexp.MustCompile(`pyautogui\s*\.\s*\w+\s*\(\s*\*?\s*tag_[0-9]+\b|(?m)^[ \t]*tag_[0-9]+[ \t]*=`)
 	osworldWord     = regexp.MustCompile(`^(?:` + "```" + `)?\s*(?:Done|Fail|Wait|done|fail|wait)\s*\.?\s*(?:` + "```" + `)?$`)
 )
@@ -38,11 +48,13 @@ func uitarsLike(text string) bool {
 }
 
 // osworldLike reports an OSWorld form: computer_13 JSON, OpenCUA's
-// computer.* calls, Set-of-Mark labels, or a bare Done / Fail / Wait.
+// computer.* calls, Set-of-Mark labels, Agent-S's agent.* calls, or a bare
+// Done / Fail / Wait.
 func osworldLike(text string) bool {
 	return strings.Contains(text, `"action_type"`) ||
 		strings.Contains(text, "computer.") && computerCall.MatchString(text) ||
 		strings.Contains(text, "tag_") && tagUse.MatchString(text) ||
+		strings.Contains(text, "agent.") && agentSCall.MatchString(text) ||
 		len(text) < 32 && osworldWord.MatchString(strings.TrimSpace(text))
 }
 
@@ -65,14 +77,27 @@ var (
 // them). Without one, the text's shape picks a generic dialect: XML tool
 // calls first (they often wrap JSON), then pyautogui code, then JSON.
 func detect(text string) (string, error) {
+	// Reasoning blocks are not the answer: a thought that quotes another
+	// family's form must not make the text ambiguous.
+	if t := stripThink(unsuffixTags(text)); strings.TrimSpace(t) != "" {
+		text = t
+	}
+	qwen := (strings.Contains(text, "computer_use") || strings.Contains(text, "mobile_use")) && qwenMarker.MatchString(text)
+	uitars := uitarsLike(text)
+	if uitars && qwen && !uitarsLike(qwenToolCalls.ReplaceAllString(text, "")) && !uitarsArgs.MatchString(strings.Join(qwenToolCalls.FindAllString(text, -1), "\n")) {
+		// Qwen3-VL's "Action: <what to do>" line before its tool call is
+		// a description, even when it reads like a UI-TARS call.
+		uitars = false
+	}
 	var matched []string
 	for _, m := range []struct {
 		name string
 		ok   bool
 	}{
-		{UITARS, uitarsLike(text)},
-		{Qwen, (strings.Contains(text, "computer_use") || strings.Contains(text, "mobile_use")) && qwenMarker.MatchString(text)},
-		{OpenAI, strings.Contains(text, "computer_call") && openaiMarker.MatchString(text)},
+		{UITARS, uitars},
+		{Qwen, qwen},
+		{OpenAI, (strings.Contains(text, "computer_call") && openaiMarker.MatchString(text)) ||
+			strings.Contains(text, "_call") && openaiShellMarker.MatchString(text)},
 		{Anthropic, strings.Contains(text, "tool_use") && anthropicMarker.MatchString(text)},
 		{OSWorld, osworldLike(text)},
 	} {

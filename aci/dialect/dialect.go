@@ -25,7 +25,11 @@
 //
 // Parsing is all-or-nothing: anything action-shaped that cannot be mapped
 // fails the whole parse with an *aci.Error of code dialect_error whose Detail
-// is the offending snippet, so nothing in that message runs. Text around the
+// is the offending snippet, so nothing in that message runs. A form that is
+// read but asks for what this server cannot do (Qwen mobile_use's phone
+// buttons and app launcher, Claude's bash and text-editor tools, OpenAI's
+// shell calls, Agent-S element descriptions that need a grounding model) is
+// refused with code unsupported instead, the message naming it. Text around the
 // actions (reasoning, prose, <think> blocks) is ignored.
 //
 // Coordinates are kept as the model wrote them (point_px targets, or
@@ -176,6 +180,13 @@ func taggedBlocks(s, open, close string) []string {
 		out = append(out, s[:j])
 		s = s[j+len(close):]
 	}
+}
+
+// unsupportedErr builds the typed refusal of a form that was read but names
+// something this server cannot do (a phone button, a shell, a mark or a
+// description that needs grounding): code unsupported, the snippet in Detail.
+func unsupportedErr(snippet, format string, args ...any) *aci.Error {
+	return &aci.Error{Code: aci.CodeUnsupported, Message: fmt.Sprintf(format, args...), Detail: clip(snippet)}
 }
 
 // dialectErr builds a dialect_error carrying a bounded snippet.

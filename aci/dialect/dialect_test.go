@@ -55,16 +55,25 @@ func runOK(t *testing.T, cases []okCase) {
 
 func runErr(t *testing.T, cases []errCase) {
 	t.Helper()
+	runErrCode(t, cases, "")
+}
+
+// runErrCode is runErr for refusals with code want (empty: dialect_error).
+func runErrCode(t *testing.T, cases []errCase, want aci.Code) {
+	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if want == "" {
+				want = aci.CodeDialectError
+			}
 			parsed, err := Parse(c.dialect, c.text)
 			got := parsed.Actions
 			if err == nil {
-				t.Fatalf("Parse(%s, %q) = %s; want dialect_error", c.dialect, c.text, canon(t, got))
+				t.Fatalf("Parse(%s, %q) = %s; want %s", c.dialect, c.text, canon(t, got), want)
 			}
 			var e *aci.Error
-			if !errors.As(err, &e) || e.Code != aci.CodeDialectError {
-				t.Fatalf("Parse(%s, %q) error %v; want code dialect_error", c.dialect, c.text, err)
+			if !errors.As(err, &e) || e.Code != want {
+				t.Fatalf("Parse(%s, %q) error %v; want code %s", c.dialect, c.text, err, want)
 			}
 			d, ok := e.Detail.(string)
 			if !ok || !strings.Contains(d, c.snippet) {

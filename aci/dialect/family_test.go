@@ -65,3 +65,40 @@ func TestFamilyEdges(t *testing.T) {
 		{"osworld tag in plain pyautogui", PyAutoGUI, "pyautogui.click(tag_1)", "tag_1"},
 	})
 }
+
+// TestLocalizedAndTagged covers the tolerated variants the corpus has no
+// public source for: Chinese Action and thought labels, <thinking> blocks,
+// and a suffixed think tag whose closing tag lost its suffix.
+func TestLocalizedAndTagged(t *testing.T) {
+	click := `[{"verb":"click","target":{"kind":"point_px","x":235,"y":512}}]`
+	runOK(t, []okCase{
+		{"chinese action label", UITARS, "思考：我需要点击搜索框。\n动作：click(start_box='(235,512)')", click},
+		{"chinese operation label", UITARS, "操作：click(start_box='(235,512)')", click},
+		{"chinese thought label then calls", UITARS, "思考：对话框已经打开。\nclick(start_box='(235,512)')", click},
+		{"reflection label then calls", UITARS, "Reflection: the last click missed.\nclick(start_box='(235,512)')", click},
+		{"thinking block", UITARS, "<thinking>The box is on top.</thinking>\nclick(start_box='(235,512)')", click},
+		{"suffix on the opening tag only", UITARS, "<think_never_used_51bce0c785ca2f68081bfa7d91973934>x</think>\nclick(start_box='(235,512)')", click},
+		{"auto: chinese labels", Auto, "思考：我需要点击搜索框。\n动作：click(start_box='(235,512)')", click},
+		{"auto: thought quoting a qwen call", Auto, "<think>Not {\"name\": \"computer_use\"} this time.</think>\nclick(start_box='(235,512)')", click},
+		{"osworld: mark unpacked", OSWorld, "```python\npyautogui.click(*tag_2)\n```", `[{"verb":"click","target":{"kind":"mark","x":0,"y":0,"ref":"2"}}]`},
+		{"osworld: agent-s overwrite", OSWorld, "```python\nagent.type(text='a', overwrite=True)\n```", `[{"verb":"key","keys":"ctrl+a"},{"verb":"key","keys":"BackSpace"},{"verb":"type_text","text":"a"}]`},
+		{"osworld: agent-s hold_and_press", OSWorld, "```python\nagent.hold_and_press(['ctrl'], ['c', 'v'])\n```", `[{"verb":"key","keys":"ctrl+c"},{"verb":"key","keys":"ctrl+v"}]`},
+		{"osworld: agent-s wait", OSWorld, "```python\nagent.wait(1.5)\n```", `[{"verb":"wait","ms":1500}]`},
+	})
+	runErr(t, []errCase{
+		{"thought label and no call", UITARS, "思考：我需要点击搜索框。", "思考"},
+		{"grounding box with prose", UITARS, "The button is at <|box_start|>(1,2),(3,4)<|box_end|>", "button"},
+		{"mark in plain pyautogui", PyAutoGUI, "```python\npyautogui.click(tag_3)\n```", "tag_3"},
+		{"mark with a y", OSWorld, "```python\npyautogui.click(tag_3, 5)\n```", "tag_3"},
+		{"agent-s unknown call", OSWorld, "```python\nagent.teleport('x')\n```", "teleport"},
+	})
+	runErrCode(t, []errCase{
+		{"agent-s scroll description", OSWorld, "```python\nagent.scroll('the list', 3)\n```", "the list"},
+		{"agent-s type into element", OSWorld, "```python\nagent.type('the search box', 'cats')\n```", "search box"},
+		{"mobile interact", Qwen, `<tool_call>{"name": "mobile_use", "arguments": {"action": "interact", "text": "Which one?"}}</tool_call>`, "interact"},
+		{"codex shell function", OpenAI, `{"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"ls\"]}"}`, "shell"},
+	}, aci.CodeUnsupported)
+	if _, err := Parse(Auto, "```python\nagent.click('The OK button')\n```"); !strings.HasPrefix(aci.AsError(err).Message, "needs_grounding:") {
+		t.Errorf("Agent-S description: %v; want a needs_grounding: message", err)
+	}
+}

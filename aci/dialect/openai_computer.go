@@ -13,7 +13,10 @@ import (
 // list, or single items, as JSON anywhere in the text. reasoning and
 // message items carry no action and are skipped; each computer_call item
 // runs its action (or its actions list). Chat Completions has no computer
-// tool, so there is no tool-call shape to read.
+// tool, so there is no tool-call shape to read. The shell-style items
+// (local_shell_call, shell_call, apply_patch_call, and a function_call
+// named shell) are refused as unsupported, naming them: no shell route
+// runs model text yet.
 //
 // Actions: click {button: left|right|wheel, x, y} (back and forward are
 // dialect_errors: the desktop has no such buttons), double_click {x, y},
@@ -80,10 +83,31 @@ func openaiValue(v any, src string, depth int) ([]aci.Action, error) {
 		if _, ok := openaiFields[typ]; ok {
 			return openaiAction(x, src)
 		}
+		if what, ok := openaiShellItems[typ]; ok {
+			return nil, unsupportedErr(src, "OpenAI %s item (%s) is not run: the task has no shell route for model text yet (only computer_call)", typ, what)
+		}
+		if typ == "function_call" {
+			if name, _ := x["name"].(string); openaiShellFunctions[name] {
+				return nil, unsupportedErr(src, "function_call %q is a shell command: the task has no shell route for model text yet (only computer_call)", name)
+			}
+		}
 		return nil, dialectErr(src, "output item of type %q is not a computer_call", typ)
 	}
 	return nil, dialectErr(src, "want a response output item, got %T", v)
 }
+
+// openaiShellItems are the Responses output items of OpenAI's shell-style
+// tools (local_shell, shell, apply_patch): refused as unsupported, naming
+// them.
+var openaiShellItems = map[string]string{
+	"local_shell_call": "a local_shell command",
+	"shell_call":       "a shell command",
+	"apply_patch_call": "a file patch",
+}
+
+// openaiShellFunctions are function tools that agents built on OpenAI
+// models (Codex's shell function) name for a shell command.
+var openaiShellFunctions = map[string]bool{"shell": true, "bash": true, "exec_command": true, "container.exec": true}
 
 // openaiFields are each action's fields besides type.
 var openaiFields = map[string][]string{

@@ -307,3 +307,149 @@ func normPoints(text string, acts []aci.Action) error {
 	}
 	return nil
 }
+
+// agentSParams are the positional parameters of Agent-S's grounding ACI
+// (simular-ai/Agent-S, gui_agents grounding.py: its agent.* calls).
+var agentSParams = map[string][]string{
+	"click":               {"element_description", "num_clicks", "button_type", "hold_keys"},
+	"type":                {"element_description", "text", "overwrite", "enter"},
+	"scroll":              {"element_description", "clicks", "shift"},
+	"drag_and_drop":       {"starting_description", "ending_description", "hold_keys"},
+	"highlight_text_span": {"starting_phrase", "ending_phrase", "button"},
+	"hotkey":              {"keys"},
+	"hold_and_press":      {"hold_keys", "press_keys"},
+	"wait":                {"time"},
+	"done":                {"return_value"},
+	"fail":                {},
+	"switch_applications": {"app_code"},
+	"open":                {"app_or_filename"},
+	"save_to_knowledge":   {"text"},
+	"set_cell_values":     {"cell_values", "app_name", "sheet_name"},
+}
+
+// agentS runs an Agent-S agent.* call. The calls that name their target by
+// a description (click, type into an element, scroll, drag_and_drop,
+// highlight_text_span; Agent-S1's integer element ids alike) need a
+// grounding model to become points, which this server does not have: they
+// are refused as unsupported with a message starting "needs_grounding:".
+// The rest run: type without an element (overwrite selects all and
+// deletes first; enter presses Return after), hotkey, hold_and_press,
+// wait, done (return_value is the answer), fail. Switching or opening
+// applications by name and the knowledge and spreadsheet helpers are
+// refused as unsupported, naming them.
+func (p *pyParser) agentS(c pyCall) error {
+	fn := strings.TrimPrefix(c.name, "agent.")
+	params, ok := agentSParams[fn]
+	if !ok {
+		return dialectErr(c.src, "unknown Agent-S call %s()", c.name)
+	}
+	args := map[string]any{}
+	if len(c.pos) > len(params) {
+		return dialectErr(c.src, "%s() takes at most %d positional arguments", c.name, len(params))
+	}
+	for i, v := range c.pos {
+		args[params[i]] = v
+	}
+	for k, v := range c.kw {
+		if !contains(params, k) {
+			return dialectErr(c.src, "%s() has no argument %s", c.name, k)
+		}
+		if _, dup := args[k]; dup {
+			return dialectErr(c.src, "argument %s given twice", k)
+		}
+		args[k] = v
+	}
+	grounding := func(key string) error {
+		switch d := args[key].(type) {
+		case float64:
+			return unsupportedErr(c.src, "needs_grounding: %s() names element %v of Agent-S's own element list, not this server's (element refs are e<N>)", c.name, d)
+		case string:
+			return unsupportedErr(c.src, "needs_grounding: %s() names its target by description (%q); this server has no grounding model to turn a description into a point yet", c.name, d)
+		}
+		return dialectErr(c.src, "%s() needs %s", c.name, key)
+	}
+	keys := func(key string) ([]any, error) {
+		switch v := args[key].(type) {
+		case []any:
+			return v, nil
+		case string:
+			return []any{v}, nil
+		}
+		return nil, dialectErr(c.src, "%s() needs %s: a list of keys", c.name, key)
+	}
+	var acts []aci.Action
+	switch fn {
+	case "click", "scroll":
+		return grounding("element_description")
+	case "drag_and_drop":
+		return grounding("starting_description")
+	case "highlight_text_span":
+		return grounding("starting_phrase")
+	case "type":
+		if args["element_description"] != nil {
+			return grounding("element_description")
+		}
+		text, ok := args["text"].(string)
+		if !ok && args["text"] != nil {
+			return dialectErr(c.src, "text must be a string")
+		}
+		if args["overwrite"] == true {
+			acts = append(acts, aci.Action{Verb: aci.Key, Keys: "ctrl+a"}, aci.Action{Verb: aci.Key, Keys: "BackSpace"})
+		}
+		if text != "" {
+			acts = append(acts, aci.Action{Verb: aci.TypeText, Text: text})
+		}
+		if args["enter"] == true {
+			acts = append(acts, aci.Action{Verb: aci.Key, Keys: "Return"})
+		}
+		if len(acts) == 0 {
+			return dialectErr(c.src, "%s() types nothing", c.name)
+		}
+	case "hotkey":
+		ks, err := keys("keys")
+		if err != nil {
+			return err
+		}
+		return p.hotkey(pyCall{name: "pyautogui.hotkey", pos: ks, kw: map[string]any{}, src: c.src})
+	case "hold_and_press":
+		hold, err := keys("hold_keys")
+		if err != nil {
+			return err
+		}
+		press, err := keys("press_keys")
+		if err != nil {
+			return err
+		}
+		for _, k := range press {
+			if err := p.hotkey(pyCall{name: "pyautogui.hotkey", pos: append(append([]any{}, hold...), k), kw: map[string]any{}, src: c.src}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "wait":
+		secs, ok := args["time"].(float64)
+		if !ok {
+			return dialectErr(c.src, "%s() needs time in seconds", c.name)
+		}
+		var err error
+		if acts, err = waitSeconds(c.src, secs); err != nil {
+			return err
+		}
+	case "done":
+		if v := args["return_value"]; v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return dialectErr(c.src, "return_value must be a string")
+			}
+			p.answer = s
+		}
+		acts = []aci.Action{{Verb: aci.Done}}
+	case "fail":
+		acts = []aci.Action{{Verb: aci.Fail}}
+	case "switch_applications", "open":
+		return unsupportedErr(c.src, "%s() switches to or opens an application by name (%v): not mapped from model text", c.name, args[params[0]])
+	default: // save_to_knowledge, set_cell_values
+		return unsupportedErr(c.src, "%s() is an Agent-S helper with no desktop action", c.name)
+	}
+	return p.emit(c.src, acts)
+}

@@ -33,6 +33,12 @@ func (a *pyArgs) point() (*aci.Target, error) {
 		return t, err
 	}
 	x, y := a.args["x"], a.args["y"]
+	if m, ok := x.(markLabel); ok {
+		if y != nil {
+			return nil, dialectErr(a.src, "a Set-of-Mark label stands for x and y: give it alone")
+		}
+		return aci.MarkRef(string(m)), nil
+	}
 	if seq, ok := x.([]any); ok {
 		if y != nil || len(seq) != 2 {
 			return nil, dialectErr(a.src, "want x, y or one (x, y) pair")

@@ -72,7 +72,7 @@ func (p *pyParser) finish() error {
 }
 
 var (
-	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|computer\s*\.\s*(wait|terminate)\b|tag_[0-9]+\s*=|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
+	codeLine   = regexp.MustCompile(`^\s*(pyautogui\s*\.|time\s*\.\s*sleep\b|computer\s*\.\s*(wait|terminate)\b|agent\s*\.\s*[a-z_]+\s*\(|tag_[0-9]+\s*=|import\s|from\s+\w+\s+import\b|(WAIT|DONE|FAIL)\s*(\(.*\))?\s*;?\s*$)`)
 	inlineCall = regexp.MustCompile(`pyautogui\s*\.\s*[A-Za-z_]\w*\s*\(`)
 )
 
@@ -218,6 +218,8 @@ func (p *pyParser) statement(toks []token, src string) error {
 			}
 			if list, ok := v.([]any); star && ok {
 				c.pos = append(c.pos, list...)
+			} else if _, mark := v.(markLabel); star && mark {
+				c.pos = append(c.pos, v) // click(*tag_3): the mark stands for x, y
 			} else if star {
 				return dialectErr(src, "* needs a tuple or list")
 			} else {
@@ -280,6 +282,9 @@ func (p *pyParser) call(c pyCall) error {
 	}
 	if p.osworld && strings.HasPrefix(c.name, "computer.") {
 		return p.computer(c)
+	}
+	if p.osworld && strings.HasPrefix(c.name, "agent.") {
+		return p.agentS(c)
 	}
 	fn, ok := strings.CutPrefix(c.name, "pyautogui.")
 	if !ok {

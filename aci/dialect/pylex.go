@@ -277,11 +277,18 @@ func value(toks []token, i int, src string, names map[string]any) (any, int, err
 			return v, i + 1, nil
 		}
 		if somTag.MatchString(t.s) {
+			if names != nil { // the osworld dialect: a mark target, refused when mapped
+				return markLabel(strings.TrimPrefix(t.s, "tag_")), i + 1, nil
+			}
 			return nil, i, dialectErr(src, "Set-of-Mark label %s is not defined: the server draws no marks, so write %s = (x, y) first or give coordinates", t.s, t.s)
 		}
 	}
 	return nil, i, dialectErr(src, "only literal arguments are supported")
 }
+
+// markLabel is an unbound Set-of-Mark label (tag_3 → "3") where the osworld
+// dialect reads a point: it becomes an aci.Mark target.
+type markLabel string
 
 // somTag matches a Set-of-Mark label variable (OSWorld's som observation).
 var somTag = regexp.MustCompile(`^tag_[0-9]+$`)

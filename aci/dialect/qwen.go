@@ -27,7 +27,10 @@ import (
 // wheel step; coordinate optional), wait (time, seconds), terminate
 // (status success → done, failure → fail), answer (text: recorded as the
 // episode's answer; it ends the episode with done unless a terminate
-// follows; nothing else may). The mobile_use tool is a dialect_error naming it.
+// follows; nothing else may).
+//
+// The mobile_use tool (Qwen2.5-VL/Qwen3-VL mobile agent) runs what a desktop
+// can do, see (*qwenParser).mobile.
 func parseQwen(text string) (parsed, error) {
 	body := stripThink(text)
 	chunks := taggedBlocks(body, "<tool_call>", "</tool_call>")
@@ -97,7 +100,6 @@ func (q *qwenParser) call(name string, args map[string]any, src string) error {
 	switch name {
 	case "computer_use", "computer":
 	case "mobile_use":
-		return dialectErr(src, "the Qwen mobile_use action space is not supported: this server drives a desktop (use computer_use)")
 	case "":
 		return dialectErr(src, "tool call without a name")
 	default:
@@ -111,7 +113,11 @@ func (q *qwenParser) call(name string, args map[string]any, src string) error {
 		return dialectErr(src, "%s after the episode's end", action)
 	}
 	r := &argReader{c: call{name: name, args: args, snippet: src}, used: map[string]bool{"action": true}}
-	acts, err := q.action(strings.ToLower(action), r)
+	act := q.action
+	if name == "mobile_use" {
+		act = q.mobile
+	}
+	acts, err := act(strings.ToLower(action), r)
 	if err != nil {
 		return err
 	}
@@ -221,4 +227,81 @@ func clickKind(action string) (verb aci.Verb, button string, clicks int) {
 		clicks = 3
 	}
 	return verb, button, clicks
+}
+
+// mobile runs a Qwen mobile_use action (QwenLM/Qwen2.5-VL cookbooks
+// mobile_agent and Qwen-Agent's mobile_use tool) on a desktop: click,
+// long_press (coordinate, time seconds: a held click, mouse_down there,
+// wait, mouse_up; 2 s when time is missing), swipe (a drag from coordinate
+// to coordinate2), type (text), key (text: a key name), wait (time),
+// terminate (status), answer (text, as computer_use's), and
+// system_button Enter (the Return key). The phone's own buttons
+// (system_button Back, Home, Menu) and open (an app by name) are refused
+// as unsupported, naming them; so is interact (Qwen3-VL's question to the
+// user).
+func (q *qwenParser) mobile(action string, r *argReader) ([]aci.Action, error) {
+	point := func(k string) (*aci.Target, error) {
+		t, err := r.point(false, k)
+		if err == nil && t == nil {
+			err = r.errf("mobile_use %s needs %s", action, k)
+		}
+		return t, err
+	}
+	switch action {
+	case "click":
+		t, err := point("coordinate")
+		if err != nil {
+			return nil, err
+		}
+		return []aci.Action{{Verb: aci.Click, Target: t}}, nil
+	case "long_press":
+		t, err := point("coordinate")
+		if err != nil {
+			return nil, err
+		}
+		secs, ok, err := r.num("time")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			secs = 2
+		}
+		if secs <= 0 || secs > 60 {
+			return nil, r.errf("long_press time %vs is out of range (0..60]", secs)
+		}
+		return []aci.Action{{Verb: aci.MouseDown, Target: t}, {Verb: aci.Wait, MS: int(secs * 1000)}, {Verb: aci.MouseUp}}, nil
+	case "swipe":
+		from, err := point("coordinate")
+		if err != nil {
+			return nil, err
+		}
+		to, err := point("coordinate2")
+		if err != nil {
+			return nil, err
+		}
+		return []aci.Action{{Verb: aci.Drag, Target: from, To: to}}, nil
+	case "type", "key", "wait", "terminate", "answer":
+		return q.action(action, r)
+	case "system_button":
+		b, _, err := r.str("button")
+		if err != nil {
+			return nil, err
+		}
+		switch strings.ToLower(strings.TrimSpace(b)) {
+		case "enter":
+			return []aci.Action{{Verb: aci.Key, Keys: "Return"}}, nil
+		case "back", "home", "menu":
+			return nil, unsupportedErr(r.c.snippet, "mobile_use system_button %s is a phone button: this server drives a desktop, which has none", b)
+		}
+		return nil, r.errf("system_button needs button Back, Home, Menu or Enter")
+	case "open":
+		app, _, err := r.str("text")
+		if err != nil {
+			return nil, err
+		}
+		return nil, unsupportedErr(r.c.snippet, "mobile_use open %q opens a phone app by name: this server drives a desktop, where a phone app's name starts nothing", app)
+	case "interact":
+		return nil, unsupportedErr(r.c.snippet, "mobile_use interact asks the user: there is no user in an episode")
+	}
+	return nil, r.errf("unknown mobile_use action %q", action)
 }

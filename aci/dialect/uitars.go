@@ -34,11 +34,20 @@ import (
 // up and asks for a person; content recorded). Mobile calls (long_press,
 // open_app, press_home, press_back) are dialect_errors naming them.
 //
-// Seed's native tool-call form is read too (see seedCalls):
+// Seed's native tool-call form is read too (see parseSeed):
 // <seed:tool_call><function name="click"><parameter name="point"><point>x
-// y</point></parameter></function></seed:tool_call>.
+// y</point></parameter></function></seed:tool_call>, also with the tag
+// names suffixed by an unused special token (<seed:tool_call_never_used_
+// 51bce0c7…>, see unsuffixTags).
+//
+// Reasoning in <think>, <seed:think>, <thinkt> or <thinking> blocks
+// (suffixed too) is dropped; the Action label may be Chinese (动作：,
+// 操作：); a text without one may open with a labelled thought (Thought:,
+// 思考：, …) before its call lines. A Qwen2-VL grounding answer alone —
+// <|object_ref_start|>the button<|object_ref_end|><|box_start|>(x1,y1),
+// (x2,y2)<|box_end|> — clicks the box's centre.
 func parseUITARS(text string) (parsed, error) {
-	body := stripThink(text)
+	body := stripThink(unsuffixTags(text))
 	for _, tok := range []string{"<|im_end|>", "<|endoftext|>", "[EOS]"} {
 		body = strings.ReplaceAll(body, tok, "")
 	}
@@ -47,6 +56,12 @@ func parseUITARS(text string) (parsed, error) {
 	}
 	if loc := uitarsAction.FindStringIndex(body); loc != nil {
 		body = body[loc[1]:]
+	} else if m := groundingOnly.FindStringSubmatch(strings.TrimSpace(body)); m != nil {
+		return groundingClick(m[1], body)
+	} else if strings.Count(body, "<|box_start|>") > 1 && !uitarsArgName.MatchString(body) {
+		return parsed{}, dialectErr(body, "several grounding boxes and no action: which one to click is not said")
+	} else if uitarsThought.MatchString(body) {
+		body = afterThought(body)
 	}
 	u := &uitarsParser{s: body, p: &pyParser{}}
 	if err := u.run(); err != nil {
@@ -59,17 +74,68 @@ func parseUITARS(text string) (parsed, error) {
 }
 
 var (
-	uitarsAction = regexp.MustCompile(`(?m)^[ \t]*Action[ \t]*[:：][ \t]*`)
-	thinkBlock   = regexp.MustCompile(`(?s)<(seed:)?think>.*?</(seed:)?think>|^.*?</(seed:)?think>`)
+	// uitarsAction is the Action label: English (a full-width colon too) or
+	// Chinese (动作, 操作), as models prompted in Chinese write it.
+	uitarsAction = regexp.MustCompile(`(?m)^[ \t]*(?:Action|动作|操作)[ \t]*[:：][ \t]*`)
+	// uitarsThought is a labelled reasoning section that opens a text
+	// without an Action label: Thought, Reflection, Action_Summary, or
+	// their Chinese labels (思考, 反思, 总结).
+	uitarsThought = regexp.MustCompile(`^\s*(?:Thought|Reflection|Action_Summary|思考|反思|总结)[ \t]*[:：]`)
+	// thinkBlock is a reasoning block: <think>, Seed's <seed:think>, the
+	// <thinkt> of UI-TARS-desktop's T5 format, or <thinking>; or a
+	// reasoning prefix whose opening tag the chat template already sent.
+	thinkBlock = regexp.MustCompile(`(?s)<(?:seed:)?think(?:t|ing)?>.*?</(?:seed:)?think(?:t|ing)?>|^.*?</(?:seed:)?think(?:t|ing)?>`)
+	// unusedSuffix is the "_never_used_<hex>" suffix that Seed-1.5-VL and
+	// UI-TARS-2 style prompts put on their tag names (one of the model's
+	// unused special tokens): <think_never_used_51bce0c7…>,
+	// <seed:tool_call_never_used_…>, <function_never_used_…=click>.
+	unusedSuffix = regexp.MustCompile(`(</?[A-Za-z][A-Za-z:_]*?)_never_used_[0-9A-Fa-f]{6,64}`)
+	// groundingOnly is a Qwen2-VL grounding answer: an optional
+	// <|object_ref_start|>…<|object_ref_end|> then one box or point.
+	groundingOnly = regexp.MustCompile(`(?s)^(?:<\|object_ref_start\|>[^<]*<\|object_ref_end\|>\s*)?(<\|box_start\|>[^<]*<\|box_end\|>)$`)
+	uitarsArgName = regexp.MustCompile(`\b(?:start_box|end_box|start_point|end_point|point)\s*=`)
 )
 
-// stripThink drops <think>...</think> blocks (and a reasoning prefix whose
-// opening tag the chat template already sent).
+// unsuffixTags drops the "_never_used_<hex>" suffix from tag names, so the
+// suffixed tags read as <think>, <seed:tool_call>, <function=…> and
+// <parameter=…>.
+func unsuffixTags(s string) string {
+	if !strings.Contains(s, "_never_used_") {
+		return s
+	}
+	return unusedSuffix.ReplaceAllString(s, "$1")
+}
+
+// stripThink drops reasoning blocks (see thinkBlock).
 func stripThink(s string) string {
-	if !strings.Contains(s, "think>") {
+	if !strings.Contains(s, "think") {
 		return s
 	}
 	return thinkBlock.ReplaceAllString(s, "")
+}
+
+// afterThought skips the labelled reasoning that opens a text without an
+// Action label: the calls start at the first line that is one (a text with
+// none is left whole, for the parser to refuse).
+func afterThought(body string) string {
+	off := 0
+	for line := range strings.Lines(body) {
+		if uitarsCallLine.MatchString(strings.TrimLeft(line, " \t")) {
+			return body[off:]
+		}
+		off += len(line)
+	}
+	return body
+}
+
+// groundingClick clicks the centre of a Qwen2-VL grounding box (or at its
+// point), read like every UI-TARS point (0..1000 by default).
+func groundingClick(box, src string) (parsed, error) {
+	t, err := uitarsPoint(box, src)
+	if err != nil {
+		return parsed{}, err
+	}
+	return parsed{acts: []aci.Action{{Verb: aci.Click, Target: t}}}, nil
 }
 
 type uitarsParser struct {
