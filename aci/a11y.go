@@ -55,9 +55,12 @@ const Mark = "mark"
 // MarkRef builds a mark target for label n.
 func MarkRef(n string) *Target { return &Target{Kind: Mark, Ref: n} }
 
-// markErr refuses a mark target: nothing resolves marks yet.
+// markErr refuses a mark target that reached coordinate mapping: the
+// server resolves marks against its last Set-of-Mark observation before
+// mapping, so one left here had nothing to resolve it (a client mapping
+// actions on its own).
 func markErr(a *Action, t *Target) error {
-	return Errorf(CodeUnsupported, "%s on mark %s (Set-of-Mark label tag_%s): marks need observe.som, not built; give coordinates or an element ref", a.Verb, t.Ref, t.Ref)
+	return Errorf(CodeUnsupported, "%s on mark %s (Set-of-Mark label tag_%s): a mark is resolved by the server against the env's last observe.som observation; give coordinates or an element ref here", a.Verb, t.Ref, t.Ref)
 }
 
 // Element is one node of the accessibility tree as tools see it.

@@ -133,6 +133,10 @@ type Observe struct {
 	Scope       string  `msgpack:"scope,omitempty" json:"scope,omitempty"`
 	Settle      *Settle `msgpack:"settle,omitempty" json:"settle,omitempty"` // nil: the server's default
 	A11y        string  `msgpack:"a11y,omitempty" json:"a11y,omitempty"`     // none|tree|diff (a11y.go)
+	// SoM asks for a Set-of-Mark frame: the interactive elements of the
+	// accessibility tree numbered and boxed on the frame, their table in
+	// Observation.Marks (a11y.go; implies a11y tree).
+	SoM bool `msgpack:"som,omitempty" json:"som,omitempty"`
 }
 
 // Rect is a rectangle in screen pixels.
@@ -167,6 +171,9 @@ type Observation struct {
 	Elements []Element `msgpack:"elements,omitempty" json:"elements,omitempty"`
 	Tree     string    `msgpack:"tree,omitempty" json:"tree,omitempty"` // hash of the full tree text
 	A11y     *A11yInfo `msgpack:"a11y,omitempty" json:"a11y,omitempty"` // how the tree was taken
+	// Marks are the Set-of-Mark table (observe.som): mark N is drawn on
+	// the frame over element Ref's box.
+	Marks []MarkLabel `msgpack:"marks,omitempty" json:"marks,omitempty"`
 }
 
 // Code is a wire error code. The set is closed: see Codes.

@@ -43,6 +43,9 @@ type env struct {
 	// web UI); set with ep.
 	shown  atomic.Pointer[episode]
 	a11yEp string // the episode whose element ids the guest holds
+	// marks are the Set-of-Mark labels (number → element id) of the last
+	// marked observation of the episode (som.go).
+	marks map[string]string
 	// replay is the reply to the last step that carried a request_id, kept
 	// until the env's next step or episode (replay.go).
 	replay *stepReplay
@@ -95,6 +98,18 @@ func (s *Server) observeFor(o *api.Observe) (api.Observe, error) {
 	}
 	if obs.Settle == nil {
 		obs.Settle = s.cfg.DefaultObserve.Settle
+	}
+	if obs.SoM {
+		// Marks are drawn over the tree's boxes: the whole tree, on an
+		// image format.
+		switch {
+		case obs.Format == aci.FormatRaw:
+			return obs, aci.Errorf(aci.CodeBadRequest, "observe.som draws on png or jpeg frames, not raw")
+		case obs.A11y == aci.A11yDiff:
+			return obs, aci.Errorf(aci.CodeBadRequest, "observe.som needs the whole tree (a11y tree), not a diff")
+		case obs.A11y == "" || obs.A11y == aci.A11yNone:
+			obs.A11y = aci.A11yFull
+		}
 	}
 	if err := s.checkA11y(&obs); err != nil {
 		return obs, err
@@ -299,7 +314,7 @@ func (s *Server) startEpisode(e *env, in *configs.Instance, forkOf string) *epis
 		Steps: []trajectory.Step{}, StartedAt: now.UTC(), Envelope: s.envelope(e, in),
 	}, maxSteps: in.MaxSteps}
 	e.ep = ep
-	e.replay = nil
+	e.replay, e.marks = nil, nil
 	e.shown.Store(ep)
 	s.mu.Lock()
 	s.episodes[ep.traj.EpisodeID] = ep
@@ -478,14 +493,20 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 	e.lastTimings = shot.Timings
 	d := shot.Display
 	e.display = &d
-	if b.have[shot.Hash] {
-		data = nil
-	}
 	obs := &aci.Observation{
 		Frame: shot.Hash, W: shot.W, H: shot.H, Format: b.obs.Format,
 		Pointer: shot.Pointer, Display: shot.Display,
 	}
 	s.a11yInto(ctx, obs, shot.A11y)
+	if b.obs.SoM {
+		// The frame came whole (observeArgs asks for no not_modified).
+		var err error
+		if data, err = s.markFrame(ctx, e, b, obs, data); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if b.have[shot.Hash] {
+		data = nil
+	}
 	return obs, data, settle, nil
 }
 
@@ -494,6 +515,9 @@ func (s *Server) observe(ctx context.Context, e *env, b *batch, act *wire.Shot, 
 func (s *Server) observeArgs(e *env, b *batch) wire.ObserveArgs {
 	args := wire.ObserveArgs{Observe: s.guestObserve(e, b.obs)}
 	s.a11yArgs(e, &args)
+	if b.obs.SoM {
+		return args // the frame is drawn on: it must come whole
+	}
 	inm := s.cache.recent(b.obs.Format, b.obs.Quality, 16)
 	if e.lastFrame != "" {
 		inm = append(inm, e.lastFrame)
@@ -583,6 +607,7 @@ func (s *Server) spec() *api.Spec {
 	}
 	if caps.A11y {
 		sp.Observation.A11y = []string{aci.A11yNone, aci.A11yFull, aci.A11yDiff}
+		sp.Observation.SoM = true
 	}
 	for _, id := range s.cfg.Tasks.IDs() {
 		t := s.cfg.Tasks[id]

@@ -178,7 +178,10 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 	}
 	results := newResults(len(acts))
 	if agentErr == nil {
-		if i, err := mapActions(acts, coords, e.display); err != nil {
+		if i, err := e.resolveMarks(acts); err != nil {
+			agentErr = err
+			failResult(results, i, err)
+		} else if i, err := mapActions(acts, coords, e.display); err != nil {
 			agentErr = err
 			failResult(results, i, err)
 		}

@@ -262,6 +262,8 @@ type ObservationSpec struct {
 	// A11y lists the observe.a11y modes; absent where the sandboxes have
 	// no accessibility tree.
 	A11y []string `msgpack:"a11y,omitempty" json:"a11y,omitempty"`
+	// SoM: observe.som draws Set-of-Mark frames (where the tree is).
+	SoM bool `msgpack:"som,omitempty" json:"som,omitempty"`
 }
 
 // PoolSpec describes the sandbox pool honestly.

@@ -45,8 +45,9 @@ def slot_info(s: Slot, instruction: Optional[str] = None) -> Dict[str, Any]:
         info["frame_cached"] = s.cached
         info["pointer"] = tuple(s.obs.get("pointer") or (0, 0))
         info["display"] = s.obs.get("display")
-        # The structured observation (observe.a11y tree|diff), when asked for.
-        for key in ("tree_text", "elements", "tree", "a11y"):
+        # The structured observation (observe.a11y tree|diff) and the
+        # Set-of-Mark table (observe.som), when asked for.
+        for key in ("tree_text", "elements", "tree", "a11y", "marks"):
             if s.obs.get(key) is not None:
                 info[key] = s.obs[key]
     return info

@@ -83,11 +83,17 @@ def _strs(name: str, v: Any) -> List[str]:
 
 def target(v: Any, name: str = "target") -> Dict[str, Any]:
     """Normalizes a target: {kind, x, y}, {kind: "element_ref", ref: "e12"}
-    (an element of the observation's accessibility tree) or an (x, y) pixel pair."""
-    if isinstance(v, Mapping) and v.get("kind") == "element_ref":
+    (an element of the observation's accessibility tree), {kind: "mark",
+    ref: "3"} (mark 3 of the last Set-of-Mark observation) or an (x, y)
+    pixel pair."""
+    if isinstance(v, Mapping) and v.get("kind") in ("element_ref", "mark"):
+        kind = v["kind"]
         if set(v) - {"kind", "ref"}:
-            raise BadRequest(f"{name}: element_ref takes kind and ref only")
-        return {"kind": "element_ref", "x": 0.0, "y": 0.0, "ref": _str(name + ".ref", v.get("ref"))}
+            raise BadRequest(f"{name}: {kind} takes kind and ref only")
+        ref = v.get("ref")
+        if kind == "mark" and isinstance(ref, int) and not isinstance(ref, bool):
+            ref = str(ref)
+        return {"kind": kind, "x": 0.0, "y": 0.0, "ref": _str(name + ".ref", ref)}
     if isinstance(v, Mapping):
         extra = set(v) - {"kind", "x", "y"}
         if extra:
