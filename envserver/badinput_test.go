@@ -84,6 +84,10 @@ func TestBadInput(t *testing.T) {
 		{"off-screen click", api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.Click, X: &x, Y: &y}}, aci.CodeInvalidAction, true},
 		{"norm out of range", api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.Click, Target: aci.Norm(1.5, 0.5)}}, aci.CodeInvalidAction, true},
 		{"bad dialect text", api.StepEnv{EnvID: env, Text: strp("pyautogui.teleport(1, 2)"), Dialect: "pyautogui"}, aci.CodeDialectError, true},
+		// A model asking for what a desktop cannot do is the agent's step.
+		{"a shell tool in model text", api.StepEnv{EnvID: env, Text: strp(`{"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}`), Dialect: "auto"}, aci.CodeUnsupported, true},
+		{"a target that needs grounding", api.StepEnv{EnvID: env, Text: strp(`agent.click("The Save button", 1, "left")`), Dialect: "auto"}, aci.CodeUnsupported, true},
+		{"an unknown dialect name", api.StepEnv{EnvID: env, Text: strp("click"), Dialect: "klingon"}, aci.CodeBadRequest, false},
 	}
 	for _, c := range slots {
 		var out api.BatchReply

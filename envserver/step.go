@@ -96,10 +96,15 @@ func actionsOf(st *api.StepEnv) (acts []aci.Action, parsed *dialect.Parsed, agen
 		}
 		p, err := dialect.Parse(d, *st.Text)
 		if err != nil {
-			if aci.CodeOf(err) == aci.CodeDialectError {
-				return nil, nil, err, nil
+			// The model's text is the agent's: a form that does not read
+			// (dialect_error) or one that asks for what a desktop cannot
+			// do (unsupported: a phone button, a shell tool, a target
+			// that needs grounding) counts as its step. Only the request's
+			// own mistakes (an unknown dialect name) are the caller's.
+			if c := aci.CodeOf(err); c == aci.CodeBadRequest || c == aci.CodePayloadTooLarge {
+				return nil, nil, nil, err
 			}
-			return nil, nil, nil, err
+			return nil, nil, err, nil
 		}
 		acts, parsed = p.Actions, &p
 	}
