@@ -19,7 +19,9 @@ import (
 // real HTTP: the reset's frame carries numbered marks over the
 // calculator's buttons and their table; a policy that clicks mark N for
 // each digit button types that digit (the calculator's own display, read
-// back from the tree, shows it); a mark the last observation did not draw,
+// back from the tree, shows it), as does OSWorld's pyautogui.click(tag_N)
+// text; a click on each mark presses inside its element's box; a mark the
+// last observation did not draw,
 // or one before any marked observation, is the agent's stale_element_ref;
 // a raw frame or a diff tree with som is bad_request.
 func TestSetOfMark(t *testing.T) {
@@ -95,6 +97,40 @@ func TestSetOfMark(t *testing.T) {
 	res = oneStep(t, s, som, api.StepEnv{EnvID: env, Text: &text, Dialect: "auto"})
 	if res.Info.Error != nil || !strings.Contains(res.Obs.TreeText, typed+"5") {
 		t.Errorf("text %q: error %v; want the calculator to show %s5:\n%s", text, res.Info.Error, typed, res.Obs.TreeText)
+	}
+	// Every mark, clicked by its number: the pointer that pressed ends in
+	// the marked element's box (menus opened on the way are closed). The
+	// task's step budget is 12: a fresh episode every 9 marks.
+	marks := res.Obs.Marks
+	latest := res.Obs.Marks
+	fresh := func() {
+		t.Helper()
+		reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{EnvID: env, Task: "galculator-compute"}}, Observe: som})
+		st := step(t, s, api.StepRequest{Steps: []api.StepEnv{{EnvID: env, Actions: []aci.Action{
+			{Verb: aci.ActivateWindow, App: "galculator"}, {Verb: aci.Wait, MS: 300}}}}, Observe: som})
+		latest = st.Results[0].Obs.Marks
+	}
+	for i, want := range marks {
+		if i%9 == 0 {
+			fresh()
+		}
+		n := ""
+		for _, m := range latest { // the same element in the latest numbering
+			if m.Role == want.Role && m.Name == want.Name && m.Box == want.Box {
+				n = strconv.Itoa(m.N)
+			}
+		}
+		if n == "" {
+			t.Errorf("element %s %q lost its mark", want.Role, want.Name)
+			continue
+		}
+		res = oneStep(t, s, som, api.StepEnv{EnvID: env, Actions: []aci.Action{
+			{Verb: aci.Click, Target: aci.MarkRef(n)}, {Verb: aci.Key, Keys: "Escape"}}})
+		latest = res.Obs.Marks
+		p, b := res.Obs.Pointer, want.Box
+		if res.Info.Error != nil || p[0] < b.X || p[0] >= b.X+b.W || p[1] < b.Y || p[1] >= b.Y+b.H {
+			t.Errorf("click on mark %s (%s %q, box %+v): pointer at %v, error %v", n, want.Role, want.Name, b, p, res.Info.Error)
+		}
 	}
 	res = oneStep(t, s, som, api.StepEnv{EnvID: env, Action: &aci.Action{Verb: aci.Click, Target: aci.MarkRef("9999")}})
 	if res.Info.Error == nil || res.Info.Error.Code != aci.CodeStaleElementRef || res.Terminated {
