@@ -34,7 +34,7 @@ func main() {
 	configPath := flag.String("config", "", "config file (JSON); the shipped configs/envserver.json is the default")
 	listen := flag.String("listen", "", "address to serve on (default from config: 127.0.0.1:8700)")
 	poolN := flag.Int("pool", -1, "warm sandboxes kept ahead")
-	provider := flag.String("provider", "", "sandbox provider: process or docker")
+	provider := flag.String("provider", "", "sandbox provider: one of "+strings.Join(stack.Providers(), ", "))
 	resetMode := flag.String("reset-mode", "", "how a finished episode's sandbox is reused: inplace (reset in place, kept warm) or reboot (retired, a replica boots); default from config: inplace")
 	token := flag.String("token", "", "bearer token clients must send (required beyond loopback; default $SHINKEN_TOKEN); --token-file keeps it off the command line")
 	tokenFile := flag.String("token-file", "", "file holding the bearer token (default $SHINKEN_TOKEN_FILE)")

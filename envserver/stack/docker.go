@@ -2,18 +2,15 @@ package stack
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
 	"github.com/shinken-rl/shinken/configs"
+	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/docker"
 )
 
 func init() {
-	newProvider = func(ctx context.Context, cfg *configs.Server, opts Options, st *Stack) error {
-		if cfg.Provider != "docker" {
-			return fmt.Errorf("unknown provider %q (want process or docker)", cfg.Provider)
-		}
+	Register("docker", func(ctx context.Context, cfg *configs.Server, opts Options, _ func(string, ...any)) (pool.Provider, error) {
 		p, err := docker.New(ctx, docker.Options{
 			GuestdPath:    opts.GuestdPath,
 			Instance:      docker.InstanceFor(cfg.State),
@@ -22,9 +19,8 @@ func init() {
 			SnapshotBytes: cfg.SnapshotBytes,
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		st.Provider = p
-		return nil
-	}
+		return p, nil
+	})
 }

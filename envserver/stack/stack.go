@@ -93,20 +93,15 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 			st.Close(context.Background())
 		}
 	}()
-	switch cfg.Provider {
-	case "", "process":
-		// Through a variable: a failed New's nil *Provider must not become
-		// a non-nil interface that Close would call.
-		var p *process.Provider
-		p, err = process.New(ctx, process.Options{
-			Root: filepath.Join(cfg.State, "sandboxes"), GuestdPath: opts.GuestdPath,
-			MaxConcurrentBoots: cfg.MaxConcurrentBoots, SnapshotBytes: cfg.SnapshotBytes, Logf: logf,
-		})
-		if err == nil {
-			st.Provider = p
-		}
-	default:
-		err = newProvider(ctx, cfg, opts, st)
+	name := cfg.Provider
+	if name == "" {
+		name = "process"
+	}
+	build, ok := providers[name]
+	if !ok {
+		err = fmt.Errorf("unknown provider (want one of %s)", strings.Join(Providers(), ", "))
+	} else {
+		st.Provider, err = build(ctx, cfg, opts, logf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", cfg.Provider, err)
@@ -195,9 +190,37 @@ func extraScreens(cfg *configs.Server, w, h int) ([]api.Size, error) {
 	return out, nil
 }
 
-// newProvider builds a provider other than the embedded process one.
-var newProvider = func(ctx context.Context, cfg *configs.Server, opts Options, st *Stack) error {
-	return fmt.Errorf("unknown provider %q (want process or docker)", cfg.Provider)
+// ProviderFunc builds a sandbox provider for cfg. It returns a nil
+// interface with its error, never a typed nil that Close would call.
+type ProviderFunc func(ctx context.Context, cfg *configs.Server, opts Options, logf func(string, ...any)) (pool.Provider, error)
+
+// providers is the registry config provider (flag --provider) selects from.
+var providers = map[string]ProviderFunc{}
+
+// Register adds a provider under name; each provider registers itself in
+// its own file's init. A name registered twice panics: a second provider
+// must never silently replace the first.
+func Register(name string, f ProviderFunc) {
+	if _, dup := providers[name]; dup {
+		panic(fmt.Sprintf("stack: provider %q registered twice", name))
+	}
+	providers[name] = f
+}
+
+// Providers lists the registered providers' names, sorted.
+func Providers() []string { return slices.Sorted(maps.Keys(providers)) }
+
+func init() {
+	Register("process", func(ctx context.Context, cfg *configs.Server, opts Options, logf func(string, ...any)) (pool.Provider, error) {
+		p, err := process.New(ctx, process.Options{
+			Root: filepath.Join(cfg.State, "sandboxes"), GuestdPath: opts.GuestdPath,
+			MaxConcurrentBoots: cfg.MaxConcurrentBoots, SnapshotBytes: cfg.SnapshotBytes, Logf: logf,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	})
 }
 
 // Serve listens on addr (refusing a non-loopback address without a token)

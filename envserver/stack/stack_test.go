@@ -32,3 +32,27 @@ func TestOpenWithoutGuestdSaysWhy(t *testing.T) {
 		t.Fatalf("error %q does not name guestd", err)
 	}
 }
+
+// TestProviderRegistry: both providers are registered by name, an unknown
+// one fails Open naming the registered ones, and a second registration of
+// a name panics instead of replacing the first.
+func TestProviderRegistry(t *testing.T) {
+	if got := strings.Join(stack.Providers(), ","); got != "docker,process" {
+		t.Errorf("providers %q; want docker,process", got)
+	}
+	cfg, err := configs.LoadServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.State, cfg.Pool, cfg.Provider = t.TempDir(), 1, "vm"
+	_, err = stack.Open(context.Background(), cfg, stack.Options{})
+	if err == nil || !strings.Contains(err.Error(), "docker, process") {
+		t.Errorf("open with provider vm: %v; want an error naming docker and process", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second registration of process did not panic")
+		}
+	}()
+	stack.Register("process", nil)
+}
