@@ -18,7 +18,6 @@ package api
 
 import (
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/pool"
 )
 
 // Protocol is the version this package speaks.
@@ -289,7 +288,7 @@ type PoolSpec struct {
 	// Confinement is what the provider enforces on each sandbox, as probed
 	// at start (namespaces, uids, /dev, cgroup limits, seccomp); absent
 	// where it reports none.
-	Confinement *pool.Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
+	Confinement *aci.Confinement `msgpack:"confinement,omitempty" json:"confinement,omitempty"`
 }
 
 // Limits are the request caps, enforced while a body is decoded (before
