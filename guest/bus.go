@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/shinken-rl/shinken/guest/hostdeps"
 )
 
 // The desktop's message bus: one dbus-daemon running as the agent, the
@@ -28,28 +30,10 @@ import (
 // one start less per boot (docs/architecture.md, "Sandbox lifecycle and
 // reset in place").
 
-// busDaemon is the D-Bus daemon binary; registryd the AT-SPI registry.
-var (
-	busDaemon = "dbus-daemon"
-	registryd = []string{"/usr/libexec/at-spi2-registryd", "/usr/lib/at-spi2-core/at-spi2-registryd", "/usr/lib/at-spi2/at-spi2-registryd"}
-)
-
 // HasA11y reports whether this system has what an accessibility bus needs.
-func HasA11y() bool {
-	if _, err := exec.LookPath(busDaemon); err != nil {
-		return false
-	}
-	return findRegistryd() != ""
-}
+func HasA11y() bool { return hostdeps.HasA11y() }
 
-func findRegistryd() string {
-	for _, p := range registryd {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
-}
+func findRegistryd() string { return hostdeps.FindRegistryd() }
 
 // Bus is the session's running bus.
 type Bus struct {
@@ -173,7 +157,7 @@ func freshDir(dir string) error {
 // startDaemon starts one dbus-daemon and waits for the address it prints
 // once it listens.
 func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, as *Identity, logDir string) error {
-	path, err := exec.LookPath(busDaemon)
+	path, err := exec.LookPath(hostdeps.BusDaemon)
 	if err != nil {
 		return fmt.Errorf("guest: bus: %w", err)
 	}
@@ -182,7 +166,7 @@ func (b *Bus) startDaemon(ctx context.Context, kind, conf string, env []string, 
 		return err
 	}
 	defer r.Close()
-	cmd := &exec.Cmd{Path: path, Args: []string{busDaemon, "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=3"}, Env: env, ExtraFiles: []*os.File{w}}
+	cmd := &exec.Cmd{Path: path, Args: []string{hostdeps.BusDaemon, "--config-file=" + conf, "--nofork", "--nopidfile", "--print-address=3"}, Env: env, ExtraFiles: []*os.File{w}}
 	err = b.start(cmd, kind+" bus", as, logDir)
 	w.Close()
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/shinken-rl/shinken/guest"
+	"github.com/shinken-rl/shinken/guest/hostdeps"
 	"github.com/shinken-rl/shinken/pool"
 )
 
@@ -24,7 +24,7 @@ func (p *Provider) Capabilities() pool.Capabilities {
 		Isolation:    p.isolation(),
 		Confinement:  p.confinement(),
 		Notes:        p.notes,
-		A11y:         guest.HasA11y(), // sandboxes run this host's binaries
+		A11y:         hostdeps.HasA11y(), // sandboxes run this host's binaries
 	}
 }
 
