@@ -163,18 +163,28 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// restartsVLC reports whether a postconfig step only kills or relaunches
-// VLC (pkill vlc, vlc).
-func restartsVLC(s oswStep) bool {
+// stepArgv is the command a postconfig execute, launch or command step
+// runs, a shell string split into words.
+func stepArgv(s oswStep) ([]string, bool) {
 	if s.Type != "execute" && s.Type != "launch" && s.Type != "command" {
-		return false
+		return nil, false
 	}
 	argv, sh, ok := command(s.Parameters)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if argv == nil {
 		argv = strings.Fields(sh)
+	}
+	return argv, true
+}
+
+// restartsVLC reports whether a postconfig step only kills or relaunches
+// VLC (pkill vlc, vlc).
+func restartsVLC(s oswStep) bool {
+	argv, ok := stepArgv(s)
+	if !ok {
+		return false
 	}
 	return len(argv) == 2 && (argv[0] == "pkill" || argv[0] == "killall") && argv[1] == "vlc" ||
 		len(argv) == 1 && argv[0] == "vlc"
@@ -215,15 +225,9 @@ var unsoundGetters = map[string]string{
 // restartsBrowser reports whether a postconfig step only kills or
 // relaunches Chrome (pkill chrome, google-chrome ...).
 func restartsBrowser(s oswStep) bool {
-	if s.Type != "execute" && s.Type != "launch" && s.Type != "command" {
-		return false
-	}
-	argv, sh, ok := command(s.Parameters)
+	argv, ok := stepArgv(s)
 	if !ok {
 		return false
-	}
-	if argv == nil {
-		argv = strings.Fields(sh)
 	}
 	switch {
 	case len(argv) == 2 && (argv[0] == "pkill" || argv[0] == "killall") && (argv[1] == "chrome" || argv[1] == "chromium"):
