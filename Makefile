@@ -22,7 +22,7 @@ DEB_PKGS    := xvfb openbox xterm x11-utils xdotool scrot mousepad pcmanfm galcu
                vlc gimp ffmpeg
 GO_BINS     := envserver guestd rollout bench
 
-.PHONY: help deps build run test test-go test-lane-1 test-lane-2 test-race-core test-python test-race bench bench-quick fuzz lint image clean
+.PHONY: help deps build run test test-go test-lane-1 test-lane-2 test-race-core test-python test-race bench bench-quick fuzz lint image image-envserver test-k8s k8s-bin clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -111,6 +111,24 @@ lint: ## gofmt + go vet
 
 image: ## build the docker sandbox image (no registry needed)
 	bash images/build.sh
+
+image-envserver: ## build the envserver image for Kubernetes (deploy/kubernetes; no registry needed)
+	@mkdir -p _build/envserver-image/bin
+	CGO_ENABLED=0 $(GO) build -o _build/envserver-image/bin/ ./cmd/envserver ./cmd/guestd
+	BIN=_build/envserver-image/bin sh images/build-envserver.sh
+
+# Kubernetes tests (docs/kubernetes.md): opt-in, not part of `make test`.
+# kube-apiserver, kubectl and etcd are built from deploy/kubernetes/test/kbuild
+# (a module of its own) once per version into _build/k8s/<version>-<go.mod hash>.
+K8S_MOD     := deploy/kubernetes/test/kbuild/go.mod
+K8S_BIN     := _build/k8s/$(shell awk '$$1=="k8s.io/kubernetes"{print $$2; exit}' $(K8S_MOD))-$(shell sha256sum $(K8S_MOD) | cut -c1-8)
+
+k8s-bin: ## build the cached Kubernetes test binaries (only when missing)
+	sh deploy/kubernetes/test/build-k8s.sh $(CURDIR)/$(K8S_BIN)
+
+test-k8s: build k8s-bin ## the manifests and client discovery against a real kube-apiserver (opt-in)
+	cd deploy/kubernetes/test && SHINKEN_K8S_BIN=$(CURDIR)/$(K8S_BIN) SHINKEN_BIN=$(CURDIR)/$(BIN) \
+	  SHINKEN_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 10m -v ./...
 
 clean:
 	rm -rf $(BIN) bench-out
