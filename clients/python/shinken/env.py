@@ -64,8 +64,8 @@ def clients(url: Any, token: Optional[str], timeout: float) -> Tuple[Client, boo
         return url, False
     if isinstance(url, AsyncClient):
         return Client.wrap(url), False
-    if isinstance(url, (list, tuple)) or (isinstance(url, str) and "," in url):
-        return Client.wrap(connect(url, token, timeout=timeout)), True  # several servers (shinken.multi)
+    if isinstance(url, (list, tuple)) or (isinstance(url, str) and ("," in url or url.startswith("k8s://"))):
+        return Client.wrap(connect(url, token, timeout=timeout)), True  # several servers (shinken.multi, shinken.k8s)
     return Client(url, token, timeout=timeout), True
 
 

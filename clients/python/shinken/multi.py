@@ -37,7 +37,12 @@ __all__ = ["AsyncMultiClient", "connect"]
 
 def connect(url: Any = None, token: Optional[str] = None, **kw: Any):
     """An AsyncClient for one URL, an AsyncMultiClient for a list (or a
-    comma-separated string) of them; None reads $SHINKEN_URL."""
+    comma-separated string) of them, a K8sMultiClient for a
+    k8s://<namespace>/<label selector> URL (shinken.k8s); None reads
+    $SHINKEN_URL."""
+    if isinstance(url, str) and url.startswith("k8s://"):
+        from .k8s import connect_k8s
+        return connect_k8s(url, token, **kw)
     if isinstance(url, str) and "," in url:
         url = [u.strip() for u in url.split(",") if u.strip()]
     if isinstance(url, (list, tuple)):
@@ -45,7 +50,7 @@ def connect(url: Any = None, token: Optional[str] = None, **kw: Any):
     if url is None:
         import os
         env = os.environ.get("SHINKEN_URL", "")
-        if "," in env:
+        if "," in env or env.startswith("k8s://"):
             return connect(env, token, **kw)
     return AsyncClient(url, token, **kw)
 
