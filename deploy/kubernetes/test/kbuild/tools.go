@@ -1,0 +1,14 @@
+//go:build tools
+
+// Package kbuild pins the Kubernetes control-plane binaries that
+// `make test-k8s` runs (kube-apiserver, kubectl, etcd). It is a module of its
+// own so that Kubernetes' dependency graph stays out of the project's go.mod;
+// deploy/kubernetes/test/build-k8s.sh builds the binaries from it, once per
+// version.
+package kbuild
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
