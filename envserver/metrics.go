@@ -64,6 +64,13 @@ func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
 	poolGauge("replica", func(s pool.Stats) int { return s.Replicas })
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_queued", Help: "Callers queued for a sandbox or for room under max_sandboxes (served first come, first served)."},
 		func() float64 { return float64(p.Stats().Queued) }))
+	// Scaling signals (docs/kubernetes.md, "Scaling"): episodes this server
+	// can still take now (warm, or booted on demand under max_sandboxes),
+	// less the resets already queued; never below 0.
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_pool_max_sandboxes", Help: "The cap on live sandboxes (max_sandboxes)."},
+		func() float64 { return float64(p.MaxSandboxes()) }))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shinken_capacity_free", Help: "Episodes this server can still start: max_sandboxes minus leased sandboxes minus queued callers, at least 0."},
+		func() float64 { s := p.Stats(); return float64(max(0, p.MaxSandboxes()-s.Leased-s.Queued)) }))
 	f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shinken_sandbox_deaths_total", Help: "Sandboxes that died (Xvfb, WM or guestd gone)."},
 		func() float64 { return float64(p.Stats().Deaths) }))
 	for _, r := range pool.LimitReasons {
