@@ -51,6 +51,19 @@ def make_pod(name, port, *, phase="Running", ready=True, labels=None, finalizer=
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}))
 
 
+def scrape(url, token):
+    """A server's /metrics (it needs the token), series → value."""
+    import urllib.request
+    req = urllib.request.Request(url + "/metrics", headers={"Authorization": "Bearer " + token})
+    out = {}
+    with urllib.request.urlopen(req, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                k, _, v = line.rpartition(" ")
+                out[k] = float(v)
+    return out
+
+
 def port_of(url):
     return int(url.rsplit(":", 1)[1])
 
@@ -123,6 +136,11 @@ def test_spreads_sticks_forks_beside_and_finds_again(servers, task_id, monkeypat
             assert sorted(on.values()) == sorted([ua, ua, ub, ub]), on
             steps = await m.step([{"env_id": e, "action": WAIT} for e in ids])
             assert all(s.error is None for s in steps), [s.error for s in steps]
+            # The scaling gauge: what a's pool can still take, its two envs leased.
+            mt = scrape(ua, a.srv.token)
+            assert mt["shinken_pool_sandboxes{state=\"leased\"}"] >= 2
+            assert mt["shinken_capacity_free"] == max(0, mt["shinken_pool_max_sandboxes"] - mt[
+                "shinken_pool_sandboxes{state=\"leased\"}"] - mt["shinken_pool_queued"]), mt
             parent = next(e for e in ids if on[e] == ub)
             kids = await m.fork(parent, 2)
             assert all(s.error is None for s in kids), [s.error for s in kids]
