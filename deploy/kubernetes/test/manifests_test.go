@@ -82,6 +82,22 @@ func TestManifestsServerSide(t *testing.T) {
 			t.Errorf("maxSurge 0 with maxUnavailable 0: err %v\n%s", err, out)
 		}
 	})
+	t.Run("narrower privileges", func(t *testing.T) {
+		// The set below privileged that boots sandboxes (docs/kubernetes.md,
+		// "Privileges") needs /proc unmasked, which the apiserver allows
+		// only in a pod with a user namespace of its own.
+		y := string(render(t, c, filepath.Join(manifests, "daemonset")))
+		narrow := strings.Replace(y, "privileged: true\n", "capabilities:\n            add: [SYS_ADMIN, NET_ADMIN, SYS_PTRACE, DAC_READ_SEARCH]\n          procMount: Unmasked\n          seccompProfile:\n            type: Unconfined\n", 1)
+		if narrow == y {
+			t.Fatal("privileged: true not in the rendered DaemonSet")
+		}
+		out, err := c.kubectl([]byte(narrow), "apply", "--server-side", "--dry-run=server", "-f", "-")
+		if err == nil || !strings.Contains(out, "hostUsers") {
+			t.Errorf("procMount Unmasked with host users: err %v\n%s", err, out)
+		} else {
+			t.Logf("refused: %s", firstLine(out, "hostUsers"))
+		}
+	})
 	t.Run("components", func(t *testing.T) {
 		// The optional components on top of a variant: the client RBAC
 		// applies; the ServiceMonitor needs its CRD, which this cluster
