@@ -518,3 +518,25 @@ def _norm(url: str) -> str:
 def connect_k8s(url: str, token: Optional[str] = None, **kw: Any) -> K8sMultiClient:
     """A K8sMultiClient for a k8s:// URL (shinken.multi.connect calls this)."""
     return K8sMultiClient(url, token, **kw)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m shinken.k8s k8s://<namespace>/<selector>``: the ready
+    servers' URLs, one a line (for tools that take plain URLs, such as the
+    Go rollout command's repeated --server)."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m shinken.k8s k8s://<namespace>/<label selector>[?port=...]", file=sys.stderr)
+        return 2
+    try:
+        for u in discover(args[0]):
+            print(u)
+    except (ValueError, DiscoveryError) as e:
+        print(f"shinken.k8s: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -115,6 +115,11 @@ def test_finds_the_ready_pods_with_each_kind_of_credentials(servers, monkeypatch
     m = connect(URL, a.srv.token)
     assert isinstance(m, k8s.K8sMultiClient) and m.servers() == want
     asyncio.run(m.aclose())
+    # The command line, for tools that take plain URLs (rollout --server).
+    import sys
+    out = subprocess.run([sys.executable, "-m", "shinken.k8s", URL], capture_output=True, text=True, timeout=30,
+                         env=dict(os.environ, KUBECONFIG=KC))
+    assert out.returncode == 0 and out.stdout.split() == want, out
 
 
 def test_spreads_sticks_forks_beside_and_finds_again(servers, task_id, monkeypatch):
