@@ -99,11 +99,15 @@ bench: deps build ## the full benchmark report (bench-out/)
 bench-quick: deps build ## a quick benchmark smoke run
 	$(BIN)/bench --quick --out bench-out
 
-fuzz: ## run each fuzz target briefly
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./guest/wire
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./envserver
-	for t in FuzzParse FuzzUITARS FuzzQwen FuzzOpenAI FuzzAnthropic FuzzOSWorld; do \
-	  $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime 30s ./aci/dialect || exit 1; done
+FUZZTIME    ?= 20s
+
+fuzz: ## run every fuzz target briefly ($(FUZZTIME) each), found in the test files
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./_build/' | xargs -n1 dirname | sort -u); do \
+	  for t in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "fuzz $$dir $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$dir || exit 1; \
+	  done; \
+	done
 
 lint: ## gofmt + go vet
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }

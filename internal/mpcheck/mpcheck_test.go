@@ -57,3 +57,29 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// FuzzCheck: no body panics a walk; one that passes is exactly one value
+// (Len reads all of it) and its estimate keeps within the bound the walk
+// was given.
+func FuzzCheck(f *testing.F) {
+	for _, v := range []any{map[string]any{"a": []int{1, 2, 3}, "s": "short"}, []any{nil, true, 1.5, "x", []byte{1}}, "", int64(-1) << 40} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w := Walk{Caps: Uniform{MaxItems: 1 << 16, ItemCost: 16, MaxString: 1 << 16}, Factor: 64, Floor: 4096}
+		if err := w.Check(b); err != nil {
+			return
+		}
+		if est := w.Estimate(); est > 64*int64(len(b))+4096 || est < 0 {
+			t.Fatalf("estimate %d for %d bytes passed the bound", est, len(b))
+		}
+		if n, err := Len(b); err != nil || n != len(b) {
+			t.Fatalf("a checked body of %d bytes: Len %d, %v", len(b), n, err)
+		}
+	})
+}
