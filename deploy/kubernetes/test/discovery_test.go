@@ -36,10 +36,9 @@ func TestPythonDiscovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	abs, _ := filepath.Abs(manifests)
 	rbac := t.TempDir()
 	os.WriteFile(filepath.Join(rbac, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shinken\ncomponents:\n- "+
-		filepath.Join(abs, "components", "client-rbac")+"\n"), 0o644)
+		relTo(t, rbac)("components/client-rbac")+"\n"), 0o644)
 	if _, err := c.kubectl(nil, "apply", "--server-side", "--field-manager=shinken-test", "-k", rbac); err != nil {
 		t.Fatal(err)
 	}
