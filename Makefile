@@ -25,7 +25,7 @@ GO_BINS     := envserver guestd rollout bench
 .PHONY: help deps build run test test-go test-lane-1 test-lane-2 test-race-core test-python test-race bench bench-quick fuzz lint image image-envserver test-k8s k8s-bin clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 deps: ## install missing Debian packages and Go modules
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
