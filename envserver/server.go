@@ -302,6 +302,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// readyFailStreak is how many boots in a row must fail before the server
+// says it is not ready.
+const readyFailStreak = 3
+
+// ready says whether this server should be given new envs (GET /readyz,
+// docs/api.md): not before its pool has booted a sandbox, nor while its
+// last readyFailStreak boots all failed (a missing privilege, a broken
+// image). /healthz says only that it serves.
+func (s *Server) ready() (bool, string) {
+	st := s.pool.Stats()
+	switch {
+	case st.BootFailStreak >= readyFailStreak:
+		return false, fmt.Sprintf("not ready: the last %d sandbox boots failed (the server log has each cause)", st.BootFailStreak)
+	case st.Boots == 0 && st.Warm == 0:
+		return false, "not ready: no sandbox has booted yet"
+	}
+	return true, "ready"
+}
+
 func (s *Server) envCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -410,6 +429,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("ok")
 		return
 	}
+	if route == "readyz" {
+		ctx.SetContentType("text/plain")
+		ok, why := s.ready()
+		if !ok {
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		}
+		ctx.SetBodyString(why)
+		return
+	}
 	if route == "ui" {
 		s.ui(ctx)
 		return
@@ -483,6 +511,8 @@ func routeOf(path string) string {
 	switch path {
 	case "/healthz":
 		return "healthz"
+	case "/readyz":
+		return "readyz"
 	case "/metrics":
 		return "metrics"
 	case "/v1/spec":
@@ -574,7 +604,7 @@ const uiMaxBody = 4 << 10
 // request may carry no body (it fails as too large, and handleParseError
 // answers unauthorized, then fasthttp closes the connection).
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if s.authorizedHeader(h) || bytes.Equal(h.RequestURI(), []byte("/healthz")) {
+	if s.authorizedHeader(h) || bytes.Equal(h.RequestURI(), []byte("/healthz")) || bytes.Equal(h.RequestURI(), []byte("/readyz")) {
 		return fasthttp.RequestConfig{}
 	}
 	if path, _, _ := strings.Cut(string(h.RequestURI()), "?"); routeOf(path) == "ui" {

@@ -88,6 +88,9 @@ type Stats struct {
 	LimitDeaths           map[string]uint64
 	Resetting             int    // in-place resets in flight
 	Resets, ResetFailures uint64 // in-place resets done, and failed (the sandbox was retired)
+	// BootFailStreak counts the background boots that failed since the
+	// last one that succeeded.
+	BootFailStreak int
 }
 
 // Pool is a warm pool of sandboxes. It is safe for concurrent use.
@@ -260,7 +263,7 @@ func (p *Pool) Capabilities() Capabilities { return p.caps }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Warm: len(p.warm), Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
+	s := Stats{Warm: len(p.warm), BootFailStreak: p.fails, Leased: len(p.leased), Booting: p.booting, Goldens: len(p.goldens), Deaths: p.deaths, Boots: p.boots, BootFailures: p.bootFailures, OnDemandRestores: p.onDemand,
 		Queued: len(p.warmQ) + len(p.roomQ), Resets: p.resets, ResetFailures: p.resetFails}
 	if len(p.limitDeaths) > 0 {
 		s.LimitDeaths = make(map[string]uint64, len(p.limitDeaths))

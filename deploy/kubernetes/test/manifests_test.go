@@ -173,6 +173,11 @@ func checkPod(t *testing.T, js []byte) {
 								Path string `json:"path"`
 							} `json:"httpGet"`
 						} `json:"readinessProbe"`
+						LivenessProbe struct {
+							HTTPGet struct {
+								Path string `json:"path"`
+							} `json:"httpGet"`
+						} `json:"livenessProbe"`
 					} `json:"containers"`
 					Volumes []struct {
 						Name   string `json:"name"`
@@ -205,7 +210,7 @@ func checkPod(t *testing.T, js []byte) {
 	if p.TerminationGracePeriodSeconds != 90 || !contains(ct.Args, "--shutdown-timeout=60s") {
 		t.Errorf("grace %d, args %v: want 90 s over a 60 s drain", p.TerminationGracePeriodSeconds, ct.Args)
 	}
-	if ct.ReadinessProbe.HTTPGet.Path != "/healthz" {
+	if ct.ReadinessProbe.HTTPGet.Path != "/readyz" || ct.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("readiness %+v", ct.ReadinessProbe)
 	}
 	if ct.Resources.Requests["memory"] != "1536Mi" {
