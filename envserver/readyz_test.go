@@ -19,7 +19,9 @@ import (
 // privilege.
 type failingProvider struct{}
 
-func (failingProvider) Capabilities() pool.Capabilities { return pool.Capabilities{Provider: "failing"} }
+func (failingProvider) Capabilities() pool.Capabilities {
+	return pool.Capabilities{Provider: "failing"}
+}
 func (failingProvider) Create(context.Context, pool.Spec) (*pool.Sandbox, error) {
 	return nil, errors.New("loopback up: operation not permitted")
 }
