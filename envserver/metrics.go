@@ -25,7 +25,7 @@ type metrics struct {
 	inflight     prometheus.Gauge
 }
 
-func newMetrics(p *pool.Pool, cache *frameCache, envCount func() int) *metrics {
+func newMetrics(p poolSet, cache *frameCache, envCount func() int) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shinken_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})

@@ -200,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 		envs:     map[string]*env{},
 		episodes: map[string]*episode{},
 	}
-	s.m = newMetrics(cfg.Pool, s.cache, s.envCount)
+	s.m = newMetrics(s.pools(), s.cache, s.envCount)
 	s.videos = newVideos(&s.cfg, s.m.reg)
 	if cfg.Store != nil && cfg.RecordFrames {
 		s.rec = newFrameRecorder(cfg.Store, cfg.Logf, s.m.reg)
@@ -311,7 +311,7 @@ const readyFailStreak = 3
 // last readyFailStreak boots all failed (a missing privilege, a broken
 // image). /healthz says only that it serves.
 func (s *Server) ready() (bool, string) {
-	st := s.pool.Stats()
+	st := s.pool.Stats() // the default screen's pool: a reset without a screen goes there
 	switch {
 	case st.BootFailStreak >= readyFailStreak:
 		return false, fmt.Sprintf("not ready: the last %d sandbox boots failed (the server log has each cause)", st.BootFailStreak)
