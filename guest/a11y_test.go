@@ -367,9 +367,18 @@ func TestA11yHungApp(t *testing.T) {
 
 func TestA11yDump(t *testing.T) {
 	d := a11yDesk(t)
-	for _, app := range []string{"galculator", "mousepad", "pcmanfm"} {
-		launchApp(t, d, shippedApp{app: app})
+	// What each shipped app's tree must hold: its app line and an element
+	// a task acts on.
+	for _, c := range []struct{ app, want string }{
+		{"galculator", `toggle button "7"`},
+		{"mousepad", `menu "File"`},
+		{"pcmanfm", `menu "File"`},
+	} {
+		launchApp(t, d, shippedApp{app: c.app})
 		tr := tree(t, d, aci.A11yFull)
-		t.Logf("%s: nodes %d walk %dms settle %dms events %d trunc %q\n%s", app, tr.Nodes, tr.WalkMS, tr.SettleMS, tr.Events, tr.TruncatedBy, tr.Text)
+		t.Logf("%s: nodes %d walk %dms settle %dms events %d trunc %q\n%s", c.app, tr.Nodes, tr.WalkMS, tr.SettleMS, tr.Events, tr.TruncatedBy, tr.Text)
+		if !strings.HasPrefix(tr.Text, `app: "`+c.app+`"`) || !strings.Contains(tr.Text, c.want) || tr.Nodes < 5 || tr.TruncatedBy != "" {
+			t.Errorf("%s: a tree of %d nodes (truncated by %q) without %s:\n%s", c.app, tr.Nodes, tr.TruncatedBy, c.want, tr.Text)
+		}
 	}
 }
