@@ -26,6 +26,8 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/zeebo/xxh3"
+
+	"github.com/shinken-rl/shinken/internal/rgbs2"
 )
 
 var signature = []byte("\x89PNG\r\n\x1a\n")
@@ -34,10 +36,11 @@ var signature = []byte("\x89PNG\r\n\x1a\n")
 // cheap as level 1 and a little smaller.
 const level = 2
 
-// bandRows is the height of a band: a terminal line is about 15 rows, so a
-// typed letter changes one or two bands; each band's own Huffman tables
-// and fresh window cost a few percent of bytes on a whole 1280x800 frame.
-const bandRows = 16
+// bandRows is the height of a band, the capture's (rgbs2.BandRows: the
+// frame's bands are versioned once, for every encoder); each band's own
+// Huffman tables and fresh window cost a few percent of bytes on a whole
+// 1280x800 frame.
+const bandRows = rgbs2.BandRows
 
 // Encoder encodes frames, reusing the deflated bands of the last frame of
 // the same size wherever their pixels are unchanged. The zero value is
