@@ -57,20 +57,23 @@ RACE_PKGS   ?= ./pool ./trajectory ./guest/client ./guest/wire ./rollout ./envse
 REQUIRE     := $(shell docker info >/dev/null 2>&1 && echo SHINKEN_REQUIRE_DOCKER=1) \
                $(shell [ "$$(id -u)" = 0 ] && echo SHINKEN_REQUIRE_NAMESPACES=1)
 
-# `make test` runs two lanes at once, each one package at a time. Lane 1:
-# envserver's end-to-end suite (the longest package: most of its time is
-# desktops waiting on apps, not CPU), then rollout's, whose every-family
-# pass plays the browser's and the office suite's scripts, which a host
-# loaded by both lanes slows past what a script can wait for; it runs once
-# lane 2 is done. Lane 2: every other package, then the race pass and the
-# Python client's tests. The two lanes' output lines interleave.
+# `make test` runs its packages in two lanes, each one package at a time.
+# Lane 1: envserver's end-to-end suite (the longest package), then
+# rollout's. Lane 2: every other package, then the race pass and the
+# Python client's tests. On two cores the lanes run one after the other
+# (TEST_LANES=1): run at once, the browser's and the office suite's
+# timing tests (guest's settle and tree tests, the web apps' oracles in
+# envserver's task suite) failed under the load of both, and a red run
+# proves nothing. TEST_LANES=2 runs them at once on a bigger host; the
+# output lines then interleave.
 LANE1_PKGS  := ./envserver ./rollout
+TEST_LANES  ?= 1
 
 test: deps ## run every test (Go, Go under the race detector, then Python against a real server)
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
 	 else echo "no Docker engine: docker provider tests will skip"; fi
 	$(GO) vet ./...
-	$(MAKE) --no-print-directory -j2 test-lane-1 test-lane-2
+	$(MAKE) --no-print-directory -j$(TEST_LANES) test-lane-1 test-lane-2
 
 test-lane-1:
 	$(REQUIRE) $(GO) test $(TEST_FLAGS) $(LANE1_PKGS)
