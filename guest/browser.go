@@ -41,6 +41,10 @@ var browserNames = map[string]bool{"chromium": true, "chromium-browser": true}
 //     bubbles, no background networking, sync, updates or translation: a
 //     sandbox has no network beyond its loopback and every episode starts
 //     from the same screen.
+//   - no on-device AI models (the OnDeviceModelService and the built-in AI
+//     APIs): Chromium 156 started model-service utility processes in every
+//     browser, dozens at once under the test suite, and the web apps' pages
+//     drew late or black beside them.
 //   - --force-renderer-accessibility: the accessibility tree (observe.a11y).
 //   - --disable-smooth-scrolling: a wheel step scrolls in one frame, which
 //     the settle on Chromium's frames sees (browser_settle.go).
@@ -50,7 +54,7 @@ func chromiumFlags(w, h int, webAddr string) []string {
 		"--no-sandbox", "--test-type", "--no-first-run", "--no-default-browser-check",
 		"--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-breakpad",
-		"--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,InterestFeedContentSuggestions,AutofillServerCommunication",
+		"--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,InterestFeedContentSuggestions,AutofillServerCommunication,OptimizationGuideOnDeviceModel,OnDeviceModelService,AIPromptAPI,AISummarizationAPI,AIWriterAPI,AIRewriterAPI,AIProofreadingAPI,AILanguageDetectionAPI,TranslationAPI",
 		"--disable-session-crashed-bubble", "--hide-crash-restore-bubble", "--noerrdialogs",
 		"--password-store=basic", "--force-device-scale-factor=1", "--lang=en-US",
 		"--force-renderer-accessibility", "--remote-debugging-pipe", "--disable-smooth-scrolling",
