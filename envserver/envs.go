@@ -577,7 +577,7 @@ func (s *Server) recordFrame(ctx context.Context, k frameKey, stored []byte) {
 
 func (s *Server) spec() *api.Spec {
 	caps := s.pool.Capabilities()
-	st := s.pools().Stats()
+	st := s.all.Stats()
 	sp := &api.Spec{
 		Protocol: api.Protocol,
 		Dialects: dialect.Names(),
@@ -586,7 +586,7 @@ func (s *Server) spec() *api.Spec {
 			Default: s.cfg.DefaultObserve,
 		},
 		Pool: api.PoolSpec{
-			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.pools().MaxSandboxes(),
+			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.all.MaxSandboxes(),
 			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
 		},
 		Limits:  s.lim,

@@ -159,6 +159,7 @@ type Server struct {
 	proofs  map[string]*proof // by task: does its verifier give a verdict on a clean state (verdict.go)
 	lim     api.Limits        // the request caps, advertised in /v1/spec
 	pool    *pool.Pool
+	all     poolSet // every screen size's pool, the default first (fixed at New)
 	cache   *frameCache
 	rec     *frameRecorder // record_frames; nil when off
 	m       *metrics
@@ -200,7 +201,8 @@ func New(cfg Config) (*Server, error) {
 		envs:     map[string]*env{},
 		episodes: map[string]*episode{},
 	}
-	s.m = newMetrics(s.pools(), s.cache, s.envCount)
+	s.all = s.pools()
+	s.m = newMetrics(s.all, s.cache, s.envCount)
 	s.videos = newVideos(&s.cfg, s.m.reg)
 	if cfg.Store != nil && cfg.RecordFrames {
 		s.rec = newFrameRecorder(cfg.Store, cfg.Logf, s.m.reg)
