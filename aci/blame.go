@@ -24,32 +24,37 @@ const (
 type Blame struct {
 	Status int   // HTTP status of a whole-request failure with this code
 	Fault  Fault // whose failure it is
+	// Gone says the sandbox is gone: an episode that meets this code
+	// ends sandbox_died (or agent_error where the agent's use reached a
+	// limit of its sandbox).
+	Gone bool
 }
 
-// Codes is the one error table: every code, its HTTP status and its fault.
+// Codes is the one error table: every code, its HTTP status, its fault and
+// whether it means the sandbox is gone. Every decision on a code reads it.
 var Codes = map[Code]Blame{
-	CodeBadRequest:       {400, FaultRequest},
-	CodePayloadTooLarge:  {413, FaultRequest},
-	CodeBatchTooLarge:    {413, FaultRequest},
-	CodeUnauthorized:     {401, FaultRequest},
-	CodeNotFound:         {404, FaultRequest},
-	CodeUnsupported:      {501, FaultRequest},
-	CodeEpisodeOver:      {409, FaultRequest},
-	CodeCheckpointLimit:  {429, FaultRequest},
-	CodeChecksumMismatch: {422, FaultRequest},
-	CodeInvalidAction:    {422, FaultAgent},
-	CodeUnknownVerb:      {422, FaultAgent},
-	CodeDialectError:     {422, FaultAgent},
-	CodeTooLarge:         {413, FaultAgent},
-	CodeAgentError:       {422, FaultAgent},
-	CodeStaleElementRef:  {409, FaultAgent},
-	CodeScorerError:      {502, FaultTask},
-	CodePoolExhausted:    {503, FaultInfra},
-	CodeSandboxDied:      {502, FaultInfra},
-	CodeTimeout:          {504, FaultInfra},
-	CodeInternal:         {500, FaultInfra},
-	CodeBusy:             {503, FaultInfra},
-	CodeDisplayError:     {502, FaultInfra},
+	CodeBadRequest:       {400, FaultRequest, false},
+	CodePayloadTooLarge:  {413, FaultRequest, false},
+	CodeBatchTooLarge:    {413, FaultRequest, false},
+	CodeUnauthorized:     {401, FaultRequest, false},
+	CodeNotFound:         {404, FaultRequest, false},
+	CodeUnsupported:      {501, FaultRequest, false},
+	CodeEpisodeOver:      {409, FaultRequest, false},
+	CodeCheckpointLimit:  {429, FaultRequest, false},
+	CodeChecksumMismatch: {422, FaultRequest, false},
+	CodeInvalidAction:    {422, FaultAgent, false},
+	CodeUnknownVerb:      {422, FaultAgent, false},
+	CodeDialectError:     {422, FaultAgent, false},
+	CodeTooLarge:         {413, FaultAgent, false},
+	CodeAgentError:       {422, FaultAgent, false},
+	CodeStaleElementRef:  {409, FaultAgent, false},
+	CodeScorerError:      {502, FaultTask, false},
+	CodePoolExhausted:    {503, FaultInfra, false},
+	CodeSandboxDied:      {502, FaultInfra, true},
+	CodeTimeout:          {504, FaultInfra, false},
+	CodeInternal:         {500, FaultInfra, false},
+	CodeBusy:             {503, FaultInfra, false},
+	CodeDisplayError:     {502, FaultInfra, true},
 }
 
 // HTTPStatus is the status for a whole-request failure with this code.
@@ -78,6 +83,9 @@ func (c Code) ActionFault() Fault {
 	}
 	return FaultAgent
 }
+
+// Gone reports whether the code means the sandbox is gone.
+func (c Code) Gone() bool { return Codes[c].Gone }
 
 // Retryable reports whether a job that failed with this code may be retried
 // on a fresh env: only infrastructure failures are.

@@ -430,13 +430,10 @@ func (s *Server) died(e *env, cause error, reason trajectory.ExitReason) {
 	s.cfg.Logf("envserver: env %s: sandbox died: %v", e.id, cause)
 }
 
-// isDeath reports whether err means the sandbox is gone.
+// isDeath reports whether err means the sandbox is gone: its code says so
+// in the one error table (aci.Codes), or the lease has ended.
 func isDeath(err error, l *pool.Lease) bool {
-	switch codeOf(err) {
-	case aci.CodeSandboxDied, aci.CodeDisplayError:
-		return true
-	}
-	return l != nil && l.Err() != nil
+	return codeOf(err).Gone() || (l != nil && l.Err() != nil)
 }
 
 // observe captures e's screen under b's settings, through the shared frame

@@ -356,24 +356,18 @@ func (s *Server) reapIdle() {
 	}
 }
 
-// codeOf maps any error to its wire code: the one table from internal errors
-// to codes.
+// codeOf maps any error to its wire code: the pool's and the context's
+// kinds (pool.KindCode), a trajectory not found, else the code it carries.
+// Whose fault a code is, the one error table says (aci.Codes).
 func codeOf(err error) aci.Code {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, pool.ErrExhausted):
-		return aci.CodePoolExhausted
-	case errors.Is(err, pool.ErrSandboxDied):
-		return aci.CodeSandboxDied
-	case errors.Is(err, pool.ErrUnsupported):
-		return aci.CodeUnsupported
-	case errors.Is(err, pool.ErrNotFound), errors.Is(err, trajectory.ErrNotFound):
+	case errors.Is(err, trajectory.ErrNotFound):
 		return aci.CodeNotFound
-	case errors.Is(err, context.DeadlineExceeded):
-		return aci.CodeTimeout
-	case errors.Is(err, pool.ErrClosed), errors.Is(err, context.Canceled):
-		return aci.CodeUnsupported
+	}
+	if c := pool.KindCode(err); c != "" {
+		return c
 	}
 	return aci.CodeOf(err)
 }

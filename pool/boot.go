@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 )
 
@@ -121,15 +122,19 @@ func (p *Pool) bootFailed(err error, what string) {
 }
 
 // retryable reports whether a failed boot may succeed when tried again:
-// not when the pool or provider is closing, the caller gave up, or what
-// was asked for cannot exist (an unknown snapshot, no free display).
+// not when the caller gave up, nor for an error of a kind that the one
+// error table (aci.Codes) does not call the infrastructure's (the pool or
+// provider closing, an unknown snapshot), nor when no display is free
+// (pool_exhausted: a job may retry elsewhere; a boot here would not find
+// one either).
 func retryable(ctx context.Context, err error) bool {
-	switch {
-	case ctx.Err() != nil,
-		errors.Is(err, ErrClosed), errors.Is(err, ErrNotFound),
-		errors.Is(err, ErrExhausted), errors.Is(err, ErrUnsupported),
-		errors.Is(err, context.Canceled):
+	if ctx.Err() != nil {
 		return false
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k.err) && (!k.code.Retryable() || k.code == aci.CodePoolExhausted) {
+			return false
+		}
 	}
 	return true
 }

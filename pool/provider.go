@@ -162,8 +162,8 @@ const (
 	ResetModeReboot = "reboot"
 )
 
-// Errors, wrapped with %w by providers and the pool; envserver maps them to
-// wire codes in one table.
+// Errors, wrapped with %w by providers and the pool; KindCode maps them to
+// wire codes, whose fault the one error table (aci.Codes) says.
 var (
 	ErrExhausted   = errors.New("pool exhausted")
 	ErrSandboxDied = errors.New("sandbox died")
@@ -171,6 +171,35 @@ var (
 	ErrNotFound    = errors.New("sandbox not found")
 	ErrClosed      = errors.New("pool closed")
 )
+
+// kinds maps the pool's errors and the context's to wire codes, first
+// match first.
+var kinds = []struct {
+	err  error
+	code aci.Code
+}{
+	{ErrExhausted, aci.CodePoolExhausted},
+	{ErrSandboxDied, aci.CodeSandboxDied},
+	{ErrUnsupported, aci.CodeUnsupported},
+	{ErrNotFound, aci.CodeNotFound},
+	{context.DeadlineExceeded, aci.CodeTimeout},
+	{ErrClosed, aci.CodeUnsupported},
+	{context.Canceled, aci.CodeUnsupported},
+}
+
+// KindCode is the wire code of err's kind (one of the errors above, or the
+// context's end), "" where err is of none of them.
+func KindCode(err error) aci.Code {
+	if err == nil {
+		return ""
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.code
+		}
+	}
+	return ""
+}
 
 // Errorf returns an error that matches kind (one of the errors above) under
 // errors.Is and carries the wire code under aci.CodeOf, so callers can test

@@ -153,18 +153,24 @@ type Instance struct {
 	Params      map[string]any `msgpack:"params,omitempty" json:"params,omitempty"`
 }
 
-// Fault is whose failure an exit reason is, in the terms of the one error
-// table (aci.Codes): sandbox_died and setup_error are the infrastructure's,
-// agent_error the agent's, scorer_error the task's; an episode that ended
-// normally (max_steps, task_complete) or was abandoned ("") is nobody's.
+// reasonCodes is the error code each exit reason that ends an episode on
+// a failure stands for in the one error table (aci.Codes): a setup that
+// failed is the sandbox's, as sandbox_died is.
+var reasonCodes = map[ExitReason]aci.Code{
+	SandboxDied: aci.CodeSandboxDied,
+	SetupError:  aci.CodeSandboxDied,
+	AgentError:  aci.CodeAgentError,
+	ScorerError: aci.CodeScorerError,
+}
+
+// Fault is whose failure an exit reason is, as the one error table
+// (aci.Codes) says of its code: sandbox_died and setup_error are the
+// infrastructure's, agent_error the agent's, scorer_error the task's; an
+// episode that ended normally (max_steps, task_complete) or was abandoned
+// ("") is nobody's.
 func (r ExitReason) Fault() aci.Fault {
-	switch r {
-	case SandboxDied, SetupError:
-		return aci.FaultInfra
-	case AgentError:
-		return aci.FaultAgent
-	case ScorerError:
-		return aci.FaultTask
+	if c, ok := reasonCodes[r]; ok {
+		return c.Fault()
 	}
 	return ""
 }
