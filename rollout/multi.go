@@ -36,8 +36,13 @@ type EnvAPI interface {
 // whose reset could not be sent is placed on another server, and the calls
 // of envs already on it fail with a sandbox_died error naming the server:
 // their state went with it, so the runner retries those jobs on fresh envs.
+//
+// The set of servers may grow (K8sServers adds the pods it finds); a server
+// is never removed, only left out of placement, so indices stay valid.
 type Servers struct {
-	clients []*Client
+	token   string
+	hc      *http.Client
+	clients []*Client // under mu: appended to
 	urls    []string
 	// ReviveAfter is how long an unreachable server stays out of placement.
 	ReviveAfter time.Duration
@@ -46,8 +51,11 @@ type Servers struct {
 	placement map[string]int // env id → server
 	episodes  map[string]int // episode id → server
 	down      map[int]time.Time
-	sizes     map[int]int // pool sizes read from /v1/spec
-	pending   []int       // per server: new envs placed whose reset has not answered
+	sizes     map[int]int           // pool sizes read from /v1/spec
+	pending   []int                 // per server: new envs placed whose reset has not answered
+	gone      map[int]bool          // servers out of placement until found again (K8sServers)
+	dead      map[string]*aci.Error // env id → why: its server went away under it
+	onLoss    func(i int)           // called when server i fails under a request
 }
 
 // NewServers returns a client of the servers at urls (one token for all).
@@ -55,12 +63,71 @@ func NewServers(urls []string, token string, hc *http.Client) (*Servers, error) 
 	if len(urls) == 0 {
 		return nil, errors.New("rollout: no server URLs")
 	}
-	s := &Servers{urls: urls, ReviveAfter: 10 * time.Second, placement: map[string]int{},
-		episodes: map[string]int{}, down: map[int]time.Time{}, sizes: map[int]int{}, pending: make([]int, len(urls))}
+	s := newServers(token, hc)
 	for _, u := range urls {
-		s.clients = append(s.clients, NewClient(u, token, hc))
+		s.add(u)
 	}
 	return s, nil
+}
+
+func newServers(token string, hc *http.Client) *Servers {
+	return &Servers{token: token, hc: hc, ReviveAfter: 10 * time.Second, placement: map[string]int{},
+		episodes: map[string]int{}, down: map[int]time.Time{}, sizes: map[int]int{}, gone: map[int]bool{},
+		dead: map[string]*aci.Error{}}
+}
+
+// add appends a server and returns its index.
+func (s *Servers) add(u string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients = append(s.clients, NewClient(u, s.token, s.hc))
+	s.urls = append(s.urls, u)
+	s.pending = append(s.pending, 0)
+	return len(s.clients) - 1
+}
+
+// client is server i's client.
+func (s *Servers) client(i int) *Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clients[i]
+}
+
+// snapshot is the clients now known.
+func (s *Servers) snapshot() []*Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Client(nil), s.clients...)
+}
+
+// URLs returns the base URL of every server known, by index.
+func (s *Servers) URLs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.urls...)
+}
+
+// InPlacement returns the URLs of the servers new envs may go to now: not
+// left out as gone, not down within ReviveAfter.
+func (s *Servers) InPlacement() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i, u := range s.urls {
+		if s.placeable(i) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// placeable reports whether server i may take new envs (s.mu held).
+func (s *Servers) placeable(i int) bool {
+	if s.gone[i] {
+		return false
+	}
+	t, ok := s.down[i]
+	return !ok || time.Since(t) >= s.ReviveAfter
 }
 
 // Load returns how many envs this value holds on each server.
@@ -84,10 +151,52 @@ func (s *Servers) ServerOf(envID string) int {
 	return -1
 }
 
+// deadErr is the error of an env whose server went away under it, or nil.
+func (s *Servers) deadErr(envID string) *aci.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead[envID]
+}
+
+// dropEnvs records every env placed on server i as lost (its server stopped
+// or was replaced: the envs are gone even if the same address answers
+// again) and returns how many there were.
+func (s *Servers) dropEnvs(i int, e *aci.Error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, j := range s.placement {
+		if j == i {
+			delete(s.placement, id)
+			s.dead[id] = e
+			n++
+		}
+	}
+	if len(s.dead) > 1<<16 { // bounded: the oldest answers not_found instead
+		for id := range s.dead {
+			delete(s.dead, id)
+			if len(s.dead) <= 1<<15 {
+				break
+			}
+		}
+	}
+	return n
+}
+
+// dropIDs records the envs ids as lost with e.
+func (s *Servers) dropIDs(ids []string, e *aci.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.placement, id)
+		s.dead[id] = e
+	}
+}
+
 // Spec is the first reachable server's spec.
 func (s *Servers) Spec(ctx context.Context) (*api.Spec, error) {
 	var last error
-	for i, c := range s.clients {
+	for i, c := range s.snapshot() {
 		sp, err := c.Spec(ctx)
 		if err == nil {
 			s.mu.Lock()
@@ -114,12 +223,12 @@ func (s *Servers) Reset(ctx context.Context, req *api.ResetRequest) (*api.BatchR
 		}
 		i := s.ServerOf(e.EnvID)
 		if i < 0 {
-			out.Results[k] = api.Result{EnvID: e.EnvID, Error: unplaced(e.EnvID)}
+			out.Results[k] = api.Result{EnvID: e.EnvID, Error: s.unplaced(e.EnvID)}
 			continue
 		}
 		route[i] = append(route[i], k)
 	}
-	for round := 0; round <= len(s.clients); round++ {
+	for round := 0; round <= len(s.snapshot()); round++ {
 		var placed []int
 		for _, k := range fresh {
 			i, err := s.place(ctx)
@@ -156,7 +265,7 @@ func (s *Servers) sendResets(ctx context.Context, route map[int][]int, req *api.
 			sub.Envs = append(sub.Envs, req.Envs[k])
 		}
 		g.Go(func() error {
-			rep, err := s.clients[i].Reset(ctx, sub)
+			rep, err := s.client(i).Reset(ctx, sub)
 			mu.Lock()
 			parts[i] = &part{rep, err}
 			mu.Unlock()
@@ -191,7 +300,7 @@ func (s *Servers) Step(ctx context.Context, req *api.StepRequest) (*api.BatchRep
 	for k, st := range req.Steps {
 		i := s.ServerOf(st.EnvID)
 		if i < 0 {
-			out.Results[k] = api.Result{EnvID: st.EnvID, Error: unplaced(st.EnvID)}
+			out.Results[k] = api.Result{EnvID: st.EnvID, Error: s.unplaced(st.EnvID)}
 			continue
 		}
 		route[i] = append(route[i], k)
@@ -204,7 +313,7 @@ func (s *Servers) Step(ctx context.Context, req *api.StepRequest) (*api.BatchRep
 			sub.Steps = append(sub.Steps, req.Steps[k])
 		}
 		g.Go(func() error {
-			rep, err := s.clients[i].Step(ctx, sub)
+			rep, err := s.client(i).Step(ctx, sub)
 			if err != nil {
 				var ae *aci.Error
 				if errors.As(err, &ae) {
@@ -213,10 +322,13 @@ func (s *Servers) Step(ctx context.Context, req *api.StepRequest) (*api.BatchRep
 				s.markDown(i, err)
 				lost := s.lost(i, err)
 				mu.Lock()
+				var ids []string
 				for _, k := range ks {
 					out.Results[k] = api.Result{EnvID: req.Steps[k].EnvID, Error: lost}
+					ids = append(ids, req.Steps[k].EnvID)
 				}
 				mu.Unlock()
+				s.dropIDs(ids, lost) // their step's outcome is unknown: later calls fail alike
 				return nil
 			}
 			mu.Lock()
@@ -228,7 +340,7 @@ func (s *Servers) Step(ctx context.Context, req *api.StepRequest) (*api.BatchRep
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if len(route) == 1 && len(req.Steps) == 1 && out.Results[0].Error != nil && isLost(out.Results[0].Error) {
+	if len(req.Steps) == 1 && out.Results[0].Error != nil && isLost(out.Results[0].Error) {
 		return nil, out.Results[0].Error // one env: its server's loss is the call's
 	}
 	return out, nil
@@ -238,9 +350,9 @@ func (s *Servers) Step(ctx context.Context, req *api.StepRequest) (*api.BatchRep
 func (s *Servers) Fork(ctx context.Context, req *api.ForkRequest) (*api.BatchReply, error) {
 	i := s.ServerOf(req.EnvID)
 	if i < 0 {
-		return nil, unplaced(req.EnvID)
+		return nil, s.unplaced(req.EnvID)
 	}
-	rep, err := s.clients[i].Fork(ctx, req)
+	rep, err := s.client(i).Fork(ctx, req)
 	if err != nil {
 		var ae *aci.Error
 		if !errors.As(err, &ae) {
@@ -263,6 +375,7 @@ func (s *Servers) Close(ctx context.Context, envIDs ...string) error {
 	by := map[int][]string{}
 	s.mu.Lock()
 	for _, e := range envIDs {
+		delete(s.dead, e)
 		if i, ok := s.placement[e]; ok {
 			by[i] = append(by[i], e)
 			delete(s.placement, e)
@@ -271,7 +384,7 @@ func (s *Servers) Close(ctx context.Context, envIDs ...string) error {
 	s.mu.Unlock()
 	var errs []error
 	for i, ids := range by {
-		if err := s.clients[i].Close(ctx, ids...); err != nil {
+		if err := s.client(i).Close(ctx, ids...); err != nil {
 			s.markDown(i, err)
 			errs = append(errs, err)
 		}
@@ -285,10 +398,10 @@ func (s *Servers) Episode(ctx context.Context, id string) (*trajectory.Trajector
 	i, ok := s.episodes[id]
 	s.mu.Unlock()
 	if ok {
-		return s.clients[i].Episode(ctx, id)
+		return s.client(i).Episode(ctx, id)
 	}
 	var last error
-	for _, c := range s.clients {
+	for _, c := range s.snapshot() {
 		t, err := c.Episode(ctx, id)
 		if err == nil {
 			return t, nil
@@ -335,13 +448,13 @@ func (s *Servers) place(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	var need []int
 	for i := range s.clients {
-		if _, ok := s.sizes[i]; !ok {
+		if _, ok := s.sizes[i]; !ok && !s.gone[i] {
 			need = append(need, i)
 		}
 	}
 	s.mu.Unlock()
 	for _, i := range need {
-		if sp, err := s.clients[i].Spec(ctx); err == nil {
+		if sp, err := s.client(i).Spec(ctx); err == nil {
 			s.mu.Lock()
 			s.sizes[i] = sp.Pool.Size
 			s.mu.Unlock()
@@ -358,7 +471,7 @@ func (s *Servers) place(ctx context.Context) (int, error) {
 	best := -1
 	var bestShare float64
 	for i := range s.clients {
-		if t, ok := s.down[i]; ok && time.Since(t) < s.ReviveAfter {
+		if !s.placeable(i) {
 			continue
 		}
 		size := max(1, s.sizes[i])
@@ -392,14 +505,34 @@ func (s *Servers) markDown(i int, err error) bool {
 	}
 	s.mu.Lock()
 	s.down[i] = time.Now()
+	hook := s.onLoss
 	s.mu.Unlock()
+	// Nothing listens there: its sandboxes went with the process, so its
+	// envs are lost even if a new server takes the address.
+	s.dropEnvs(i, s.lostErr(i, err))
+	if hook != nil {
+		hook(i)
+	}
 	return true
 }
 
 // lost is the typed error of an env whose server failed under it.
 func (s *Servers) lost(i int, err error) *aci.Error {
-	return &aci.Error{Code: aci.CodeSandboxDied, Message: fmt.Sprintf("env server %s lost: %v", s.urls[i], err),
-		Detail: map[string]any{"server": s.urls[i]}}
+	s.mu.Lock()
+	hook := s.onLoss
+	s.mu.Unlock()
+	if hook != nil {
+		hook(i)
+	}
+	return s.lostErr(i, err)
+}
+
+func (s *Servers) lostErr(i int, err error) *aci.Error {
+	s.mu.Lock()
+	u := s.urls[i]
+	s.mu.Unlock()
+	return &aci.Error{Code: aci.CodeSandboxDied, Message: fmt.Sprintf("env server %s lost: %v", u, err),
+		Detail: map[string]any{"server": u}}
 }
 
 func isLost(e *aci.Error) bool {
@@ -407,6 +540,11 @@ func isLost(e *aci.Error) bool {
 	return ok && e.Code == aci.CodeSandboxDied && d["server"] != nil
 }
 
-func unplaced(envID string) *aci.Error {
+// unplaced is the error of an env this value does not hold: lost with its
+// server (sandbox_died), or never placed by it (not_found).
+func (s *Servers) unplaced(envID string) *aci.Error {
+	if e := s.deadErr(envID); e != nil {
+		return e
+	}
 	return &aci.Error{Code: aci.CodeNotFound, Message: "env " + envID + " was not placed by this client"}
 }

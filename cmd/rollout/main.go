@@ -7,6 +7,12 @@
 //	    --policy openai --model-url http://127.0.0.1:8000/v1 --model qwen --dialect xml --token-ids --out runs/q1
 //	rollout --url ... --policy openai --model-url ... --model ui-tars-1.5 --dialect uitars --coords smart-resize --out runs/u1
 //	rollout --server http://10.0.0.1:8700 --server http://10.0.0.2:8700 --tasks all --seeds 16 --out runs/wide
+//	rollout --server k8s://shinken/app.kubernetes.io/name=shinken-envserver --tasks all --seeds 16 --out runs/k8s
+//
+// A k8s://<namespace>/<label selector> server names the ready envserver pods
+// the Kubernetes API lists (credentials: the pod's service account inside a
+// pod, else $KUBECONFIG or ~/.kube/config), listed again as pods come and go
+// (docs/kubernetes.md).
 package main
 
 import (
@@ -18,6 +24,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -46,7 +53,7 @@ func (l *urlList) Set(v string) error { *l = append(*l, v); return nil }
 
 func run() error {
 	var servers urlList
-	flag.Var(&servers, "server", "an env server base URL; repeat to spread the envs over several (overrides --url)")
+	flag.Var(&servers, "server", "an env server base URL, repeated to spread the envs over several, or one k8s://<namespace>/<label selector> (overrides --url)")
 	var (
 		url         = flag.String("url", "http://127.0.0.1:8700", "env server base URL")
 		token       = flag.String("token", os.Getenv("SHINKEN_TOKEN"), "bearer token (default $SHINKEN_TOKEN)")
@@ -85,8 +92,19 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if len(servers) == 0 && rollout.IsK8sURL(*url) {
+		servers = urlList{*url}
+	}
 	var client rollout.EnvAPI = rollout.NewClient(*url, *token, nil)
-	if len(servers) > 1 {
+	if k8s := slices.ContainsFunc(servers, rollout.IsK8sURL); k8s && len(servers) > 1 {
+		return errors.New("--server k8s://... names every server itself: give it alone")
+	} else if k8s {
+		c, err := rollout.NewK8sServers(ctx, servers[0], *token, nil, nil)
+		if err != nil {
+			return err
+		}
+		client = c
+	} else if len(servers) > 1 {
 		c, err := rollout.NewServers(servers, *token, nil)
 		if err != nil {
 			return err
