@@ -18,6 +18,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/vmihailenco/msgpack/v5"
@@ -151,15 +152,12 @@ func descendants(root int) map[int]string {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, err := procstat.Read(pid)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		ppid, _ := strconv.Atoi(f[1])
-		kids[ppid] = append(kids[ppid], pid)
-		start[pid] = f[19]
+		kids[st.PPID] = append(kids[st.PPID], pid)
+		start[pid] = strconv.FormatUint(st.Start, 10)
 	}
 	out := map[int]string{}
 	queue := []int{root}
@@ -176,13 +174,8 @@ func descendants(root int) map[int]string {
 
 // alive reports whether pid still runs as the process that started at st.
 func alive(pid int, st string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return f[19] == st && f[0] != "Z"
+	s, err := procstat.Read(pid)
+	return err == nil && strconv.FormatUint(s.Start, 10) == st && s.State != 'Z'
 }
 
 // TestKillNineMidBatch kills the real envserver binary with SIGKILL while a

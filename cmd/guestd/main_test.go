@@ -15,6 +15,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 // The test binary doubles as guestd when this variable is set.
@@ -114,21 +115,10 @@ func TestSessionDaemon(t *testing.T) {
 
 // childrenOf lists pid's child processes (whichever thread forked them).
 func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, n)
+	for _, p := range procstat.All() {
+		if p.PPID == pid {
+			out = append(out, p.PID)
 		}
 	}
 	return out
@@ -136,13 +126,8 @@ func childrenOf(pid int) []int {
 
 // alive: running and not a zombie.
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] != 'Z'
+	st, err := procstat.Read(pid)
+	return err == nil && st.State != 'Z'
 }
 
 // TestNotDumpable: guestd running as an unprivileged uid is not dumpable,

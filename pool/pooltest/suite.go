@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 )
 
@@ -532,17 +534,13 @@ func NSProcs(ns string) map[int]string {
 	return procs
 }
 
-// procStart is /proc/<pid>/stat after the command name ("" if gone).
+// procStart is the process's start time ("" if gone).
 func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return ""
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st.Start, 10)
 }
 
 // Survivors returns the processes of procs still running.

@@ -16,6 +16,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
@@ -328,16 +329,11 @@ func vmRSS() int {
 // descendsFromUs reports whether pid is a descendant of this process.
 func descendsFromUs(pid int) bool {
 	for range 64 {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, err := procstat.Read(pid)
 		if err != nil {
 			return false
 		}
-		i := strings.LastIndexByte(string(st), ')')
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 2 {
-			return false
-		}
-		pp, _ := strconv.Atoi(f[1])
+		pp := st.PPID
 		if pp == os.Getpid() {
 			return true
 		}

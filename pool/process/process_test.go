@@ -16,6 +16,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 )
@@ -428,12 +429,11 @@ func TestScoreFreezesAgent(t *testing.T) {
 				if pid == init || comm == "Xvfb" {
 					continue
 				}
-				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				s, err := procstat.Read(pid)
 				if err != nil {
 					continue // gone
 				}
-				f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-				if st := f[0]; st != "T" && st != "t" && st != "D" {
+				if st := string(s.State); st != "T" && st != "t" && st != "D" {
 					running++
 					t.Errorf("pid %d (%s) is %s after score; want stopped or frozen", pid, comm, st)
 				}

@@ -5,14 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 )
 
@@ -145,28 +144,9 @@ func treeCPU() float64 {
 		cpu  float64
 	}
 	procs := map[int]st{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		var ticks float64
-		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(f[i], 64)
-			ticks += v
-		}
-		procs[pid] = st{ppid, ticks / 100} // USER_HZ
+	for _, p := range procstat.All() {
+		ticks := float64(p.UTime + p.STime + p.CUTime + p.CSTime)
+		procs[p.PID] = st{p.PPID, ticks / 100} // USER_HZ
 	}
 	self := os.Getpid()
 	total := 0.0

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/shinken-rl/shinken/guest/hostdeps"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 )
 
@@ -120,16 +121,8 @@ func childrenNamed(parent int, name string) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(parent) && strings.Contains(string(b[:i]), "("+name) {
+		st, err := procstat.Read(pid)
+		if err == nil && st.PPID == parent && strings.HasPrefix(st.Comm, name) {
 			pids = append(pids, pid)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/internal/safecopy"
 	"github.com/vmihailenco/msgpack/v5"
@@ -117,22 +118,10 @@ func writePidFile(path string, pid int) error {
 	return os.WriteFile(path, fmt.Appendf(nil, "%d %d\n", pid, st), 0o644)
 }
 
-// startTime reads field 22 of /proc/<pid>/stat.
+// startTime is the process's start time (procstat.Stat.Start).
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	st, err := procstat.Read(pid)
+	return st.Start, err
 }
 
 // killRecorded kills the process group recorded in a pid file if it is
