@@ -12,6 +12,7 @@ import (
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 // AppsFile is the name, inside Config.StateDir, of the record of launched apps.
@@ -88,10 +89,7 @@ func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan stru
 					continue
 				}
 				if parent == nil {
-					parent = map[int]int{}
-					for _, p := range listProcs() {
-						parent[p.pid] = p.ppid
-					}
+					parent = parents(procstat.All())
 				}
 				if descends(w.PID, pid, parent) {
 					res.WindowID = w.ID

@@ -26,6 +26,7 @@ import (
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/internal/xrec"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 const testW, testH = 640, 480
@@ -570,8 +571,8 @@ func TestExecTimeoutKillsGroup(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, err := os.ReadFile("/proc/" + formatInt(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
+		st, err := procstat.Read(pid)
+		if err != nil || st.State == 'Z' {
 			break // gone, or a zombie waiting for its reaper
 		}
 		if time.Now().After(deadline) {

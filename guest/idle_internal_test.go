@@ -10,23 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
 // policyOf is the scheduling policy of a task (/proc/<pid>/stat field 41).
 func policyOf(t *testing.T, stat string) int {
 	t.Helper()
-	b, err := os.ReadFile(stat)
+	st, err := procstat.ReadFile(stat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	p, err := strconv.Atoi(f[38]) // field 41, counted from field 3
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return st.Policy
 }
 
 // TestIdleLauncher: an agent process started with AgentIdle runs

@@ -11,6 +11,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,15 +118,6 @@ func atoiTrim(b []byte) (int, error) {
 
 // zombie reports a process that ended but was not reaped yet.
 func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + formatInt(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	for i := len(s) - 1; i > 0; i-- {
-		if s[i] == ')' {
-			return i+2 < len(s) && s[i+2] == 'Z'
-		}
-	}
-	return false
+	st, err := procstat.Read(pid)
+	return err != nil || st.State == 'Z'
 }

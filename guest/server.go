@@ -18,6 +18,7 @@ import (
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/a11y"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sys/unix"
 )
@@ -655,8 +656,8 @@ func (s *Server) xRunning() bool {
 
 // zombieProc reports whether pid has exited but is not reaped yet.
 func zombieProc(pid int) bool {
-	st, ok := readStat(pid)
-	return ok && st.state == 'Z'
+	st, err := procstat.Read(pid)
+	return err == nil && st.State == 'Z'
 }
 
 func withDefault(env []string, key, val string) []string {

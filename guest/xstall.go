@@ -7,6 +7,7 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 // Who stalled the X server. An X server that stops answering guestd is the
@@ -70,10 +71,10 @@ func (s *Server) xStalled(within time.Duration) error {
 
 // serverBusy reports whether process pid used CPU within the next 50 ms.
 func serverBusy(pid int) bool {
-	a, _ := readStat(pid)
+	a, _ := procstat.Read(pid)
 	time.Sleep(50 * time.Millisecond)
-	b, _ := readStat(pid)
-	return b.cpu > a.cpu
+	b, _ := procstat.Read(pid)
+	return b.UTime+b.STime > a.UTime+a.STime
 }
 
 // xAnswers reports whether the X server on display completes a connection
