@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"math/rand/v2"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -197,4 +198,27 @@ func convertRows(dst, src []byte, stride, w, y0, y1 int) {
 // the 24-bit little-endian value of its R, G, B bytes.
 func rgbOf(p uint32) uint32 {
 	return (p>>16)&0xff | p&0xff00 | (p&0xff)<<16
+}
+
+// FrameHash is the frame identity, as 32 lowercase hex chars: XXH3-128,
+// the dimensions folded into the seed, of the XXH3-128s of the frame's bands
+// of rgbs2.BandRows rows of RGB24 bytes. Hashed by bands, a frame whose text
+// line changed is hashed again only where it changed (rgbCache.frameHash).
+func FrameHash(rgb []byte, w, h int) string {
+	stride := w * 3
+	sums := make([]byte, 0, 16*rgbs2.Bands(h))
+	for i := range rgbs2.Bands(h) {
+		sum := bandHash(rgb[i*rgbs2.BandRows*stride : min((i+1)*rgbs2.BandRows, h)*stride])
+		sums = append(sums, sum[:]...)
+	}
+	return frameHashOf(sums, w, h)
+}
+
+// bandHash is one band's part of FrameHash.
+func bandHash(px []byte) [16]byte { return xxh3.Hash128(px).Bytes() }
+
+// frameHashOf is FrameHash from the bands' hashes.
+func frameHashOf(sums []byte, w, h int) string {
+	sum := xxh3.Hash128Seed(sums, uint64(w)<<32|uint64(h)).Bytes()
+	return hex.EncodeToString(sum[:])
 }

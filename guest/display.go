@@ -18,9 +18,6 @@ import (
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/internal/rgbjpeg"
-	"github.com/shinken-rl/shinken/internal/rgbpng"
-	"github.com/shinken-rl/shinken/internal/rgbs2"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,15 +50,7 @@ type display struct {
 	clipMu   sync.Mutex
 	clipText string // text this guest offers as CLIPBOARD owner
 
-	rgbBuf bufSlot // a capture's RGB24 copy, reused once encoded or sent
-	s2Buf  bufSlot // a raws2 frame's S2 output, reused once sent
-
-	conv    rgbCache        // the last capture in RGB24 (guarded by sem)
-	png     rgbpng.Encoder  // its bands deflated
-	s2      rgbs2.Encoder   // its bands S2-compressed, for raws2 (guarded by sem)
-	jpeg    rgbjpeg.Encoder // its rows of MCUs coded
-	last    lastCapture     // the last capture, for not_modified without capturing (guarded by sem)
-	rowsBuf []bool          // scratch: the rows a capture hashes (guarded by sem)
+	pipe    capturePipeline // the frames observe delivers (capture.go; guarded by sem, but for its buffers)
 	initial *xInitial       // the X state a reset returns to (guarded by sem)
 	quiet   *quiesce        // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
 }

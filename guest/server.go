@@ -364,7 +364,7 @@ func (c *conn) handle(ctx context.Context, m *wire.Message) {
 	c.send(m.ID, wire.TypeReply, res, nil)
 	// A raw or raws2 frame's bytes are a kept buffer: written, they are reused.
 	if sh := shotOf(res); sh != nil && sh.Data != nil {
-		c.s.x.releaseFrame(sh)
+		c.s.x.pipe.release(sh)
 		sh.Data = nil
 	}
 }
