@@ -2,6 +2,8 @@ package guest
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -21,6 +23,41 @@ const (
 	clipWait     = 2 * time.Second
 )
 
+// clipOffer is the text this guest offers as CLIPBOARD owner. It outlives
+// a connection: a reconnect offers it again once clipboard_set takes the
+// selection.
+type clipOffer struct {
+	mu   sync.Mutex
+	text string
+}
+
+func (o *clipOffer) set(text string) {
+	o.mu.Lock()
+	o.text = text
+	o.mu.Unlock()
+}
+
+func (o *clipOffer) get() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.text
+}
+
+// clipConn is one connection's side of the clipboard: the event loop hands
+// conversions and INCR pieces to clipboard_get through sel and props, and
+// serves INCR sends from incr.
+type clipConn struct {
+	sel   chan xproto.SelectionNotifyEvent // clipboard_get waiting for a conversion
+	props chan xproto.PropertyNotifyEvent  // INCR reads
+	incr  map[incrKey]*incrSend            // INCR sends, owned by the event loop
+	owned atomic.Bool                      // we own CLIPBOARD
+}
+
+func newClipConn() clipConn {
+	return clipConn{sel: make(chan xproto.SelectionNotifyEvent, 1), props: make(chan xproto.PropertyNotifyEvent, 64),
+		incr: map[incrKey]*incrSend{}}
+}
+
 type incrKey struct {
 	win  xproto.Window
 	prop xproto.Atom
@@ -33,34 +70,32 @@ type incrSend struct {
 	done   bool
 }
 
-func (s *Server) clipboardSet(ctx context.Context, text string) error {
+func (d *display) clipboardSet(ctx context.Context, text string) error {
 	if len(text) > MaxClipboard {
 		return aci.Errorf(aci.CodeTooLarge, "clipboard_set: %d bytes exceeds %d", len(text), MaxClipboard)
 	}
-	s.x.clipMu.Lock()
-	s.x.clipText = text
-	s.x.clipMu.Unlock()
-	return s.x.run(ctx, 0, func(x *xconn) error {
+	d.clip.set(text)
+	return d.run(ctx, 0, func(x *xconn) error {
 		clip, err := x.atom("CLIPBOARD")
 		if err != nil {
 			return err
 		}
-		x.owned.Store(true)
+		x.clip.owned.Store(true)
 		xproto.SetSelectionOwner(x.c, x.clipWin, clip, xproto.TimeCurrentTime)
 		r, err := xproto.GetSelectionOwner(x.c, clip).Reply()
 		if err != nil {
 			return err
 		}
 		if r.Owner != x.clipWin {
-			x.owned.Store(false)
+			x.clip.owned.Store(false)
 			return aci.Errorf(aci.CodeInternal, "clipboard_set: could not take the CLIPBOARD selection")
 		}
 		return nil
 	})
 }
 
-func (s *Server) clipboardGet(ctx context.Context, res *wire.ActResult) error {
-	return s.x.run(ctx, clipWait, func(x *xconn) error {
+func (d *display) clipboardGet(ctx context.Context, res *wire.ActResult) error {
+	return d.run(ctx, clipWait, func(x *xconn) error {
 		clip, err := x.atom("CLIPBOARD")
 		if err != nil {
 			return err
@@ -73,10 +108,8 @@ func (s *Server) clipboardGet(ctx context.Context, res *wire.ActResult) error {
 			res.Clipboard = ""
 			return nil
 		}
-		if owner.Owner == x.clipWin && x.owned.Load() {
-			x.d.clipMu.Lock()
-			res.Clipboard = x.d.clipText
-			x.d.clipMu.Unlock()
+		if owner.Owner == x.clipWin && x.clip.owned.Load() {
+			res.Clipboard = x.d.clip.get()
 			return nil
 		}
 		text, err := x.convertClipboard(ctx, clip)
@@ -94,15 +127,15 @@ func (x *xconn) convertClipboard(ctx context.Context, clip xproto.Atom) (string,
 	if err != nil {
 		return "", err
 	}
-	for len(x.sel) > 0 { // a stale answer from an abandoned request
-		<-x.sel
+	for len(x.clip.sel) > 0 { // a stale answer from an abandoned request
+		<-x.clip.sel
 	}
 	xproto.ConvertSelection(x.c, x.clipWin, clip, utf8, prop, xproto.TimeCurrentTime)
 	timeout := time.NewTimer(clipWait)
 	defer timeout.Stop()
 	var ev xproto.SelectionNotifyEvent
 	select {
-	case ev = <-x.sel:
+	case ev = <-x.clip.sel:
 	case <-timeout.C:
 		// The X server answered; the owner, a client of the agent's
 		// desktop (guestd owns none it does not answer for), did not: the
@@ -115,8 +148,8 @@ func (x *xconn) convertClipboard(ctx context.Context, clip xproto.Atom) (string,
 	if ev.Property == 0 {
 		return "", nil // the owner has no text
 	}
-	for len(x.props) > 0 {
-		<-x.props
+	for len(x.clip.props) > 0 {
+		<-x.clip.props
 	}
 	r, err := xproto.GetProperty(x.c, true, x.clipWin, prop, xproto.AtomAny, 0, MaxClipboard/4+1).Reply()
 	if err != nil {
@@ -132,7 +165,7 @@ func (x *xconn) convertClipboard(ctx context.Context, clip xproto.Atom) (string,
 	var buf []byte
 	for {
 		select {
-		case pe := <-x.props:
+		case pe := <-x.clip.props:
 			if pe.Atom != prop || pe.State != xproto.PropertyNewValue {
 				continue
 			}
@@ -168,11 +201,9 @@ func (x *xconn) serveSelection(e xproto.SelectionRequestEvent) {
 	utf8, _ := x.atom("UTF8_STRING")
 	text, _ := x.atom("TEXT")
 	incr, _ := x.atom("INCR")
-	x.d.clipMu.Lock()
-	data := []byte(x.d.clipText)
-	x.d.clipMu.Unlock()
+	data := []byte(x.d.clip.get())
 	switch {
-	case e.Owner != x.clipWin || e.Selection != clip || !x.owned.Load():
+	case e.Owner != x.clipWin || e.Selection != clip || !x.clip.owned.Load():
 		notify.Property = 0
 	case e.Target == targets:
 		list := make([]byte, 16)
@@ -191,7 +222,7 @@ func (x *xconn) serveSelection(e xproto.SelectionRequestEvent) {
 		}
 		// Too big for one request: announce INCR and send on each deletion.
 		xproto.ChangeWindowAttributes(x.c, e.Requestor, xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange})
-		x.incr[incrKey{e.Requestor, notify.Property}] = &incrSend{data: data, target: typ}
+		x.clip.incr[incrKey{e.Requestor, notify.Property}] = &incrSend{data: data, target: typ}
 		xproto.ChangeProperty(x.c, xproto.PropModeReplace, e.Requestor, notify.Property, incr, 32, 1, put32(uint32(len(data))))
 	default:
 		notify.Property = 0
@@ -202,7 +233,7 @@ func (x *xconn) serveSelection(e xproto.SelectionRequestEvent) {
 // continueIncr sends the next INCR piece when the requestor deleted the last.
 func (x *xconn) continueIncr(e xproto.PropertyNotifyEvent) {
 	k := incrKey{e.Window, e.Atom}
-	t, ok := x.incr[k]
+	t, ok := x.clip.incr[k]
 	if !ok || e.State != xproto.PropertyDelete {
 		return
 	}
@@ -210,9 +241,26 @@ func (x *xconn) continueIncr(e xproto.PropertyNotifyEvent) {
 	xproto.ChangeProperty(x.c, xproto.PropModeReplace, e.Window, e.Atom, t.target, 8, uint32(n), t.data[t.off:t.off+n])
 	t.off += n
 	if n == 0 {
-		delete(x.incr, k)
+		delete(x.clip.incr, k)
 		xproto.ChangeWindowAttributes(x.c, e.Window, xproto.CwEventMask, []uint32{0})
 	}
+}
+
+// dropSelections gives up every selection guestd owns and forgets the text
+// it offered (a reset: the next episode starts with an empty clipboard).
+func (x *xconn) dropSelections() error {
+	x.clip.owned.Store(false)
+	x.d.clip.set("")
+	for _, name := range []string{"CLIPBOARD", "PRIMARY", "SECONDARY"} {
+		a, err := x.atom(name)
+		if err != nil {
+			return err
+		}
+		if r, err := xproto.GetSelectionOwner(x.c, a).Reply(); err == nil && r.Owner == x.clipWin {
+			xproto.SetSelectionOwner(x.c, 0, a, xproto.TimeCurrentTime)
+		}
+	}
+	return nil
 }
 
 func put32(v uint32) []byte {

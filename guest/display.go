@@ -47,9 +47,7 @@ type display struct {
 	stalled func(within time.Duration) error
 	cur     *xconn // guarded by sem
 
-	clipMu   sync.Mutex
-	clipText string // text this guest offers as CLIPBOARD owner
-
+	clip    clipOffer       // the text this guest offers as CLIPBOARD owner (clipboard.go)
 	pipe    capturePipeline // the frames observe delivers (capture.go; guarded by sem, but for its buffers)
 	initial *xInitial       // the X state a reset returns to (guarded by sem)
 	quiet   *quiesce        // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
@@ -80,11 +78,8 @@ type xconn struct {
 	xkbOp   byte // XKB's major opcode once enabled on this connection (xkbstate.go)
 	atomMu  sync.Mutex
 	atoms   map[string]xproto.Atom
-	clipWin xproto.Window
-	sel     chan xproto.SelectionNotifyEvent // clipboard_get waiting for a conversion
-	props   chan xproto.PropertyNotifyEvent  // INCR reads
-	incr    map[incrKey]*incrSend            // INCR sends, owned by the event loop
-	owned   atomic.Bool                      // we own CLIPBOARD
+	clipWin xproto.Window // guestd's private window: CLIPBOARD owner, conversion target, barrier (settle.go)
+	clip    clipConn      // this connection's side of the clipboard (clipboard.go)
 
 	dmg         damageState   // screen damage (settle.go)
 	barrierAtom atomic.Uint32 // the barrier property, read by the event loop
@@ -254,8 +249,7 @@ func (d *display) connectOnce() (*xconn, error) {
 		return nil, displayErr("x handshake with %s: %v", d.name, err)
 	}
 	x := &xconn{d: d, nc: nc, c: c, dead: make(chan struct{}), atoms: map[string]xproto.Atom{},
-		sel: make(chan xproto.SelectionNotifyEvent, 1), props: make(chan xproto.PropertyNotifyEvent, 64),
-		incr: map[incrKey]*incrSend{}, windowsWake: make(chan struct{})}
+		clip: newClipConn(), windowsWake: make(chan struct{})}
 	x.dmg.wake = make(chan struct{})
 	go x.eventLoop()
 	if err := x.setup(); err != nil {
@@ -362,10 +356,10 @@ func (x *xconn) eventLoop() {
 		case xproto.SelectionRequestEvent:
 			x.serveSelection(e)
 		case xproto.SelectionClearEvent:
-			x.owned.Store(false)
+			x.clip.owned.Store(false)
 		case xproto.SelectionNotifyEvent:
 			select {
-			case x.sel <- e:
+			case x.clip.sel <- e:
 			default:
 			}
 		case damage.NotifyEvent:
@@ -379,7 +373,7 @@ func (x *xconn) eventLoop() {
 				x.windowsChanged()
 			} else if e.Window == x.clipWin {
 				select {
-				case x.props <- e:
+				case x.clip.props <- e:
 				default:
 				}
 			} else {

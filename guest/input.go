@@ -104,9 +104,9 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 	case aci.ActivateWindow:
 		return s.activateWindow(ctx, a, res)
 	case aci.ClipboardGet:
-		return s.clipboardGet(ctx, res)
+		return s.x.clipboardGet(ctx, res)
 	case aci.ClipboardSet:
-		return s.clipboardSet(ctx, a.Text)
+		return s.x.clipboardSet(ctx, a.Text)
 	case aci.ListWindows:
 		ws, err := s.listWindows(ctx)
 		if err != nil {
