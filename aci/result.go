@@ -23,6 +23,49 @@ type ActionResult struct {
 	Windows []Window `msgpack:"windows,omitempty" json:"windows,omitempty"`
 }
 
+// Results are a step's results, one per action in order.
+type Results []ActionResult
+
+// NewResults returns n results, each skipped until its action runs.
+func NewResults(n int) Results {
+	rs := make(Results, n)
+	for i := range rs {
+		rs[i].Status = StatusSkipped
+	}
+	return rs
+}
+
+// Fail marks action i as failed with err (its status is err's code).
+func (rs Results) Fail(i int, err error) {
+	if i < 0 || i >= len(rs) {
+		return
+	}
+	e := AsError(err)
+	rs[i] = ActionResult{Status: string(e.Code), Error: e}
+}
+
+// OK marks action i, of verb v, as run; of got it keeps what v returns
+// (nil: v returned nothing).
+func (rs Results) OK(i int, v Verb, got *ActionResult) {
+	r := ActionResult{Status: StatusOK}
+	if got != nil {
+		switch v {
+		case ClipboardGet:
+			r.Text = got.Text
+		case LaunchApp:
+			r.PID, r.WindowID = got.PID, got.WindowID
+		case ActivateWindow:
+			r.WindowID = got.WindowID
+		case ListWindows:
+			r.Windows = got.Windows
+			if r.Windows == nil {
+				r.Windows = []Window{}
+			}
+		}
+	}
+	rs[i] = r
+}
+
 // Window is one top-level window.
 type Window struct {
 	ID       uint32 `msgpack:"id" json:"id"`

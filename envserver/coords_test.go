@@ -35,12 +35,12 @@ func TestStepCoordsPrecedence(t *testing.T) {
 // as the agent's invalid_action, naming the action; nothing is guessed.
 func TestMapActionsWithoutDescriptor(t *testing.T) {
 	acts := []aci.Action{{Verb: aci.Key, Keys: "a"}, {Verb: aci.Click, Target: aci.Px(10, 10)}, {Verb: aci.Click, Target: aci.Px(1, 1)}}
-	rs := newResults(len(acts))
+	rs := aci.NewResults(len(acts))
 	i, err := mapActions(acts, aci.Coords{Space: aci.CoordsFrame}, nil)
 	if aci.CodeOf(err) != aci.CodeInvalidAction || i != 1 {
 		t.Fatalf("got action %d, %v; want invalid_action at action 1", i, err)
 	}
-	failResult(rs, i, err)
+	rs.Fail(i, err)
 	want := []string{aci.StatusSkipped, string(aci.CodeInvalidAction), aci.StatusSkipped}
 	for k := range rs {
 		if rs[k].Status != want[k] {

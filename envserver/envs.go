@@ -430,6 +430,15 @@ func (s *Server) died(e *env, cause error, reason trajectory.ExitReason) {
 	s.cfg.Logf("envserver: env %s: sandbox died: %v", e.id, cause)
 }
 
+// leaseErr is why e's sandbox is gone: its lease's error, or a death when
+// it holds none.
+func (e *env) leaseErr() error {
+	if e.lease == nil {
+		return pool.ErrSandboxDied
+	}
+	return e.lease.Err()
+}
+
 // isDeath reports whether err means the sandbox is gone: its code says so
 // in the one error table (aci.Codes), or the lease has ended.
 func isDeath(err error, l *pool.Lease) bool {

@@ -218,3 +218,28 @@ func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot 
 		"observe_us": time.Since(t1).Microseconds()}
 	return slot{res: api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Info: info}, data: data}
 }
+
+// episodeKnobs reads a reset's per-episode settings: the env's default
+// coordinate space and the step budget (the task's, lowered by the reset and
+// capped by the server's limit).
+func (s *Server) episodeKnobs(re *api.ResetEnv, task *configs.Task) (*aci.Coords, int, error) {
+	var coords *aci.Coords
+	if re.Coords != nil {
+		c, err := aci.ParseCoords(re.Coords)
+		if err != nil {
+			return nil, 0, aci.Errorf(aci.CodeBadRequest, "reset coords: %s", aci.AsError(err).Message)
+		}
+		coords = &c
+	}
+	if re.MaxSteps < 0 {
+		return nil, 0, aci.Errorf(aci.CodeBadRequest, "reset max_steps %d: must be positive (0 keeps the task's)", re.MaxSteps)
+	}
+	n := task.MaxSteps
+	if re.MaxSteps > 0 {
+		n = min(n, re.MaxSteps)
+	}
+	if s.cfg.MaxSteps > 0 {
+		n = min(n, s.cfg.MaxSteps)
+	}
+	return coords, n, nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +73,139 @@ func (s *Server) stepGroups(req *api.StepRequest) []string {
 	return groups
 }
 
+// stepOne runs one env's step: it finds and locks the env, answers a
+// resent step from its stored reply, and otherwise runs the stages.
+func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
+	e, err := s.getEnv(st.EnvID)
+	if err != nil {
+		return failSlot(st.EnvID, err)
+	}
+	if err := s.checkRequestID(st.RequestID); err != nil {
+		return failSlot(st.EnvID, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return failSlot(st.EnvID, aci.Errorf(aci.CodeNotFound, "env %q was closed", e.id))
+	}
+	// A resent step (same request_id as the env's last) waited on e.mu for
+	// the first to finish; it gets that reply, nothing runs twice.
+	if sl, ok := s.replayed(e, b, st.RequestID); ok {
+		return sl
+	}
+	ep, before := e.ep, -1
+	if ep != nil {
+		before = ep.step
+	}
+	sl := s.runStep(ctx, b, st, e)
+	if ep != nil && ep.step != before {
+		// The step reached the trajectory: its reply is the env's last.
+		s.remember(e, b, st.RequestID, sl)
+	}
+	return sl
+}
+
+// failSlot is a step that failed as a whole, for the request or the
+// infrastructure: an error and nothing else.
+func failSlot(envID string, err error) slot {
+	return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
+}
+
+// stepRun is one step as it passes through the stages.
+type stepRun struct {
+	st      *api.StepEnv
+	acts    []aci.Action
+	parsed  *dialect.Parsed // what the model's text became; nil for actions
+	coords  aci.Coords      // the space of the step's points
+	results aci.Results     // one per action
+	// agentErr is the agent's own failure: the step still counts, with
+	// this error, and nothing after it runs.
+	agentErr error
+	terminal aci.Verb   // done or fail, where the step reached one
+	shot     *wire.Shot // the capture that came back with the last action
+	ran      int        // actions run, a failed one included
+	actUS    int64
+	rec      trajectory.Step       // the trajectory's record of the step
+	res      api.Result            // the reply
+	data     []byte                // the reply's frame bytes
+	reason   trajectory.ExitReason // how the episode ends here; "" while it goes on
+}
+
+// runStep runs one step on e (e.mu held), stage by stage (docs/architecture.md,
+// "The step path"): parse, map, act, observe, end, record. A failure of the
+// request ends the step before anything ran; one of the infrastructure
+// midway keeps what ran in the trajectory; the agent's own failures are the
+// step's and it goes on to observe, end and record.
+func (s *Server) runStep(ctx context.Context, b *batch, st *api.StepEnv, e *env) slot {
+	r, err := parseStep(st, e)
+	if err != nil {
+		return failSlot(st.EnvID, err)
+	}
+	r.mapPoints(e)
+	if e.lease == nil || e.lease.Err() != nil {
+		return s.goneBeforeStep(e, st.EnvID)
+	}
+	if err := s.act(ctx, e, b, r); err != nil {
+		return s.broken(e, r, err)
+	}
+	if err := s.observeStep(ctx, e, b, r); err != nil {
+		return s.broken(e, r, err)
+	}
+	s.end(ctx, e, r)
+	return s.record(e, r)
+}
+
+// parseStep is the parse stage: the episode must be live; the request
+// becomes actions (model text through its dialect), the space of their
+// points and the start of the step's record. A malformed request is its
+// error; an agent's mistake (text that does not read, an unknown verb) is
+// the step's.
+func parseStep(st *api.StepEnv, e *env) (*stepRun, error) {
+	switch {
+	case e.ep == nil:
+		return nil, aci.Errorf(aci.CodeBadRequest, "env %q has no episode: reset it first", e.id)
+	case e.ep.over:
+		return nil, aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (%s): reset the env", e.ep.traj.EpisodeID, e.ep.traj.ExitReason)
+	}
+	acts, parsed, agentErr, err := actionsOf(st)
+	if err != nil {
+		return nil, err
+	}
+	var textCoords *aci.Coords
+	if parsed != nil {
+		textCoords = &parsed.Coords
+	}
+	coords, err := stepCoords(st, e.coords, textCoords)
+	if err != nil {
+		return nil, err
+	}
+	r := &stepRun{st: st, acts: acts, parsed: parsed, coords: coords, results: aci.NewResults(len(acts)), agentErr: agentErr}
+	if agentErr != nil {
+		for i := range acts {
+			if !acts[i].Verb.Known() {
+				r.results.Fail(i, agentErr)
+				break
+			}
+		}
+	}
+	r.rec = trajectory.Step{Index: e.ep.step, Actions: acts, Dialect: st.Dialect}
+	if parsed != nil {
+		r.rec.Dialect, r.rec.Answer = parsed.Dialect, parsed.Answer
+	}
+	if st.Text != nil {
+		r.rec.Text = *st.Text
+	}
+	if tk := st.Tokens; tk != nil {
+		r.rec.PromptIDs, r.rec.ResponseIDs = tk.PromptIDs, tk.ResponseIDs
+		r.rec.ResponseLogprobs, r.rec.FinishReason = tk.ResponseLogprobs, tk.FinishReason
+		r.rec.ResponseMask = make([]int, len(tk.ResponseIDs))
+		for i := range r.rec.ResponseMask {
+			r.rec.ResponseMask[i] = 1
+		}
+	}
+	return r, nil
+}
+
 // actionsOf resolves a step's one-of action/actions/text into actions and,
 // for text, what the dialect read (its name, default coordinate space and
 // any answer). A malformed request is a bad_request; unparsable model text is
@@ -130,170 +262,227 @@ func verbList() string {
 	return strings.Join(vs, " ")
 }
 
-func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
-	fail := func(err error) slot { return slot{res: api.Result{EnvID: st.EnvID, Error: wireError(err)}} }
-	e, err := s.getEnv(st.EnvID)
-	if err != nil {
-		return fail(err)
+// stepCoords resolves the coordinate space of a step's actions and text:
+// the step's own coords, else the env's default (set at reset), else the
+// dialect's default for model text, else screen. A malformed coords value
+// fails the request (bad_request): it is the trainer's setting, not the
+// model's output.
+func stepCoords(st *api.StepEnv, envDefault *aci.Coords, dialectDefault *aci.Coords) (aci.Coords, error) {
+	if st.Coords != nil {
+		c, err := aci.ParseCoords(st.Coords)
+		if err != nil {
+			return aci.Coords{}, aci.Errorf(aci.CodeBadRequest, "step coords: %s", aci.AsError(err).Message)
+		}
+		return c, nil
 	}
-	if err := s.checkRequestID(st.RequestID); err != nil {
-		return fail(err)
+	if envDefault != nil {
+		return *envDefault, nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return fail(aci.Errorf(aci.CodeNotFound, "env %q was closed", e.id))
+	if dialectDefault != nil {
+		return *dialectDefault, nil
 	}
-	// A resent step (same request_id as the env's last) waited on e.mu for
-	// the first to finish; it gets that reply, nothing runs twice.
-	if sl, ok := s.replayed(e, b, st.RequestID); ok {
-		return sl
-	}
-	ep, before := e.ep, -1
-	if ep != nil {
-		before = ep.step
-	}
-	sl := s.stepLocked(ctx, b, st, e, fail)
-	if ep != nil && ep.step != before {
-		// The step reached the trajectory: its reply is the env's last.
-		s.remember(e, b, st.RequestID, sl)
-	}
-	return sl
+	return aci.Coords{Space: aci.CoordsScreen}, nil
 }
 
-// stepLocked runs one step on e (e.mu held).
-func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *env, fail func(error) slot) slot {
-	switch {
-	case e.ep == nil:
-		return fail(aci.Errorf(aci.CodeBadRequest, "env %q has no episode: reset it first", e.id))
-	case e.ep.over:
-		return fail(aci.Errorf(aci.CodeEpisodeOver, "episode %s is over (%s): reset the env", e.ep.traj.EpisodeID, e.ep.traj.ExitReason))
+// agentFailed records the agent's failure at action i.
+func (r *stepRun) agentFailed(i int, err error) {
+	r.agentErr = err
+	r.results.Fail(i, err)
+}
+
+// mapPoints is the map stage: element marks (Set-of-Mark labels) become
+// their elements and every point goes from the step's space onto screen
+// pixels, through the display of the frame the env last delivered. The
+// first that cannot is the agent's invalid_action.
+func (r *stepRun) mapPoints(e *env) {
+	if r.agentErr != nil {
+		return
 	}
-	acts, parsed, agentErr, reqErr := actionsOf(st)
-	if reqErr != nil {
-		return fail(reqErr)
+	if i, err := e.resolveMarks(r.acts); err != nil {
+		r.agentFailed(i, err)
+	} else if i, err := mapActions(r.acts, r.coords, e.display); err != nil {
+		r.agentFailed(i, err)
 	}
-	var textCoords *aci.Coords
-	if parsed != nil {
-		textCoords = &parsed.Coords
-	}
-	coords, err := stepCoords(st, e.coords, textCoords)
-	if err != nil {
-		return fail(err)
-	}
-	results := newResults(len(acts))
-	if agentErr == nil {
-		if i, err := e.resolveMarks(acts); err != nil {
-			agentErr = err
-			failResult(results, i, err)
-		} else if i, err := mapActions(acts, coords, e.display); err != nil {
-			agentErr = err
-			failResult(results, i, err)
-		}
-	} else {
-		for i := range acts {
-			if !acts[i].Verb.Known() {
-				failResult(results, i, agentErr)
-				break
-			}
+}
+
+// mapActions rewrites every point of acts from space c onto screen pixels
+// through d, the display descriptor of the frame the env last delivered. The
+// first point that cannot be mapped (no descriptor, outside the space) is an
+// invalid_action for that action; results then say which one.
+func mapActions(acts []aci.Action, c aci.Coords, d *aci.Display) (failed int, err error) {
+	for i := range acts {
+		if err := c.MapAction(&acts[i], d); err != nil {
+			return i, err
 		}
 	}
-	if e.lease == nil || e.lease.Err() != nil {
-		cause, ep := e.leaseErr(), e.ep
-		if reason, _, _ := deathReason(e.lease); reason == trajectory.AgentError && ep != nil {
-			return s.deathSlot(e, ep, cause)
-		}
-		s.died(e, cause, trajectory.SandboxDied)
-		return fail(fmt.Errorf("env %s: %w", e.id, cause))
+	return -1, nil
+}
+
+// goneBeforeStep answers a step whose sandbox is gone before it ran: an
+// end at the sandbox's limits is the agent's (deathReason) and the step's
+// result; any other ends the episode sandbox_died and fails the step.
+func (s *Server) goneBeforeStep(e *env, envID string) slot {
+	cause, ep := e.leaseErr(), e.ep
+	if reason, _, _ := deathReason(e.lease); reason == trajectory.AgentError && ep != nil {
+		return s.deathSlot(e, ep, cause)
 	}
-	ep := e.ep
+	s.died(e, cause, trajectory.SandboxDied)
+	return failSlot(envID, fmt.Errorf("env %s: %w", e.id, cause))
+}
+
+// act is the act stage: unless the agent already failed, the actions run
+// on the guest in order (runActions).
+func (s *Server) act(ctx context.Context, e *env, b *batch, r *stepRun) error {
 	t0 := time.Now()
-	rec := trajectory.Step{Index: ep.step, Actions: acts, Dialect: st.Dialect}
-	if parsed != nil {
-		rec.Dialect, rec.Answer = parsed.Dialect, parsed.Answer
-	}
-	if st.Text != nil {
-		rec.Text = *st.Text
-	}
-	if tk := st.Tokens; tk != nil {
-		rec.PromptIDs, rec.ResponseIDs = tk.PromptIDs, tk.ResponseIDs
-		rec.ResponseLogprobs, rec.FinishReason = tk.ResponseLogprobs, tk.FinishReason
-		rec.ResponseMask = make([]int, len(tk.ResponseIDs))
-		for i := range rec.ResponseMask {
-			rec.ResponseMask[i] = 1
-		}
-	}
-	var (
-		terminal aci.Verb
-		actShot  *wire.Shot
-		ran      int
-	)
-	if agentErr == nil {
-		terminal, actShot, ran, agentErr, err = s.runActions(ctx, e, b, acts, results)
-		if err != nil {
+	defer func() { r.actUS = time.Since(t0).Microseconds() }()
+	if r.agentErr == nil {
+		if err := s.runActions(ctx, e, b, r); err != nil {
 			// The infrastructure failed midway: the trajectory keeps what ran.
-			rec.Ran, rec.Error = &ran, wireError(err)
-			s.recordStep(e, rec)
-			if isDeath(err, e.lease) {
-				return s.deathSlot(e, ep, err)
-			}
-			return fail(err)
+			r.rec.Ran = &r.ran
+			return err
 		}
 	}
-	if agentErr != nil {
-		rec.Ran = &ran
+	if r.agentErr != nil {
+		r.rec.Ran = &r.ran
 	}
-	tAct := time.Since(t0)
-	t1 := time.Now()
-	obs, data, settle, err := s.observe(ctx, e, b, actShot, actedBeforeObserve(acts, results))
-	if err != nil && agentErr == nil && codeOf(err).ActionFault() == aci.FaultAgent {
+	return nil
+}
+
+// runActions checks the step's actions, then executes them in order. It
+// notes the terminal verb (done or fail) if one was reached, the capture
+// that came back with the last action and how many actions ran (a failed
+// one included); a failed action is the agent's error (the step still
+// counts) or the infrastructure's, which it returns. Nothing runs when the
+// step is invalid as a whole: a duration out of range or past the step
+// budget, done or fail before the end, or an app the task does not offer.
+func (s *Server) runActions(ctx context.Context, e *env, b *batch, r *stepRun) error {
+	acts := r.acts
+	if _, err := aci.StepDuration(acts); err != nil {
+		r.agentErr = err
+		return nil
+	}
+	for i := range acts {
+		a := &acts[i]
+		if (a.Verb == aci.Done || a.Verb == aci.Fail) && i != len(acts)-1 {
+			r.agentFailed(i, aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb))
+			return nil
+		}
+		if a.Verb == aci.LaunchApp {
+			if err := appAllowed(e.task.Task, a.App); err != nil {
+				r.agentFailed(i, err)
+				return nil
+			}
+		}
+	}
+	g := e.lease.Guest()
+	for i := range acts {
+		a := acts[i]
+		r.ran = i + 1
+		if a.Verb == aci.Done || a.Verb == aci.Fail {
+			r.results.OK(i, a.Verb, nil)
+			r.terminal = a.Verb
+			return nil
+		}
+		args := wire.ActArgs{Action: a}
+		if i == len(acts)-1 && a.Verb != aci.Screenshot {
+			oa := s.observeArgs(e, b)
+			args.Observe = &oa
+		}
+		res, err := g.Act(ctx, args)
+		if err != nil {
+			if codeOf(err).ActionFault() == aci.FaultAgent {
+				r.agentFailed(i, err)
+				return nil
+			}
+			r.results.Fail(i, err)
+			return err
+		}
+		clip := res.Clipboard
+		r.results.OK(i, a.Verb, &aci.ActionResult{Text: &clip, PID: res.PID, WindowID: res.WindowID, Windows: res.Windows})
+		r.shot = res.Obs
+	}
+	return nil
+}
+
+// observeStep is the observe stage: the screen the actions left (the
+// capture that came back with the last action, else a new one) and the
+// reply that carries it.
+func (s *Server) observeStep(ctx context.Context, e *env, b *batch, r *stepRun) error {
+	t0 := time.Now()
+	obs, data, settle, err := s.observe(ctx, e, b, r.shot, actedBeforeObserve(r.acts, r.results))
+	if err != nil && r.agentErr == nil && codeOf(err).ActionFault() == aci.FaultAgent {
 		// The agent's own clients stalled the display (a server grab) and
 		// the guest ended them (docs/architecture.md, "Reward integrity"):
 		// the step records that and observes the desktop they left.
-		agentErr = err
+		r.agentErr = err
 		obs, data, settle, err = s.observe(ctx, e, b, nil, false)
 	}
 	if err != nil {
-		rec.Error = wireError(err)
-		s.recordStep(e, rec)
-		if isDeath(err, e.lease) {
-			return s.deathSlot(e, ep, err)
-		}
-		return fail(err)
+		return err
 	}
-	tObs := time.Since(t1)
-	rec.ObsFrame, rec.ObsTree, rec.Error = obs.Frame, obs.Tree, aci.AsError(agentErr)
-	res := api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Reward: api.Score(0),
-		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(agentErr), Settle: settle, Results: results,
-			Coords: coords.Wire(), Timings: map[string]int64{"act_us": tAct.Microseconds(), "observe_us": tObs.Microseconds()}}}
+	ep := e.ep
+	r.rec.ObsFrame, r.rec.ObsTree, r.rec.Error = obs.Frame, obs.Tree, aci.AsError(r.agentErr)
+	r.data = data
+	r.res = api.Result{EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Obs: obs, Reward: api.Score(0),
+		Info: &api.Info{Step: ep.step + 1, Task: e.task.ID, Error: aci.AsError(r.agentErr), Settle: settle, Results: r.results,
+			Coords: r.coords.Wire(), Timings: map[string]int64{"act_us": r.actUS, "observe_us": time.Since(t0).Microseconds()}}}
 	for k, us := range e.lastTimings {
 		// The guest's split of the capture (settle, capture, encode);
 		// with an action's capture it falls inside act_us.
-		res.Info.Timings[k] = us
+		r.res.Info.Timings[k] = us
 	}
-	if parsed != nil {
+	if r.parsed != nil {
 		// What the model's text became, as it ran (screen coordinates).
-		res.Info.Actions, res.Info.Dialect, res.Info.Answer = acts, parsed.Dialect, parsed.Answer
+		r.res.Info.Actions, r.res.Info.Dialect, r.res.Info.Answer = r.acts, r.parsed.Dialect, r.parsed.Answer
 	}
+	return nil
+}
+
+// actedBeforeObserve reports whether the step's own capture must settle as
+// after an action although no action carried it: some input ran, and then
+// the step ended on screenshot, done or fail (which capture separately) or
+// on a refused action.
+func actedBeforeObserve(acts []aci.Action, results []aci.ActionResult) bool {
+	for i, a := range acts {
+		switch a.Verb {
+		case aci.Screenshot, aci.Done, aci.Fail:
+		default:
+			if i < len(results) && results[i].Status == aci.StatusOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// end is the end stage: whether the episode ends with this step
+// (terminated by done, fail or the agent's error where the task ends on
+// one; truncated at its step budget), why (the exit reasons' precedence,
+// trajectory.Resolve), and its verdict. An episode that ends on its own
+// terms is scored by its verifier; the reward is null wherever there is no
+// score (the verifier gave none, the sandbox died), never a made-up 0.
+func (s *Server) end(ctx context.Context, e *env, r *stepRun) {
+	res, ep := &r.res, e.ep
+	agentEnds := r.agentErr != nil && e.task.EndOnAgentError
 	var reason trajectory.ExitReason
 	switch {
-	case agentErr != nil && e.task.EndOnAgentError:
+	case agentEnds:
 		// The task ends at the agent's first error: reward 0, nothing to score.
 		res.Terminated = true
 		reason = trajectory.AgentError
-	case terminal != "":
+	case r.terminal != "":
 		res.Terminated = true
 	case ep.step+1 >= ep.maxSteps:
 		res.Truncated = true
 		reason = trajectory.MaxSteps
 	}
-	if agentErr != nil && (res.Terminated || res.Truncated) {
+	if r.agentErr != nil && (res.Terminated || res.Truncated) {
 		reason = trajectory.Resolve(reason, trajectory.AgentError)
 	}
-	if (res.Terminated || res.Truncated) && !(agentErr != nil && e.task.EndOnAgentError) {
-		t2 := time.Now()
-		v := s.verify(ctx, e, terminal)
-		res.Info.Timings["verify_us"] = time.Since(t2).Microseconds()
+	if (res.Terminated || res.Truncated) && !agentEnds {
+		t0 := time.Now()
+		v := s.verify(ctx, e, r.terminal)
+		res.Info.Timings["verify_us"] = time.Since(t0).Microseconds()
 		res.Info.Timings["freeze_us"] = v.freezeUS
 		switch {
 		case v.err != nil && isDeath(v.err, e.lease):
@@ -311,20 +500,39 @@ func (s *Server) stepLocked(ctx context.Context, b *batch, st *api.StepEnv, e *e
 		if v.err == nil {
 			res.Info.Verdict = &api.Verdict{Reward: v.reward, Error: v.failed}
 		}
-		rec.Reward, _ = res.Scored()
-		rec.Error = res.Info.Error
+		r.rec.Reward, _ = res.Scored()
+		r.rec.Error = res.Info.Error
 		if v.failed != nil {
-			rec.Error = v.failed // what the verifier said of the agent's state
+			r.rec.Error = v.failed // what the verifier said of the agent's state
 		}
 	}
 	if reason != "" {
 		res.Info.ExitReason = string(reason)
 	}
-	s.recordStep(e, rec)
-	if reason != "" {
-		s.finishEpisode(e, reason)
+	r.reason = reason
+}
+
+// record is the record stage: the step joins the trajectory and, where it
+// ended the episode, the episode is finished and saved.
+func (s *Server) record(e *env, r *stepRun) slot {
+	s.recordStep(e, r.rec)
+	if r.reason != "" {
+		s.finishEpisode(e, r.reason)
 	}
-	return slot{res: res, data: data}
+	return slot{res: r.res, data: r.data}
+}
+
+// broken ends a step that the infrastructure failed midway: the trajectory
+// keeps what ran, with the error; a sandbox that died ends the episode
+// (deathSlot), any other failure fails the step.
+func (s *Server) broken(e *env, r *stepRun, err error) slot {
+	ep := e.ep
+	r.rec.Error = wireError(err)
+	s.recordStep(e, r.rec)
+	if isDeath(err, e.lease) {
+		return s.deathSlot(e, ep, err)
+	}
+	return failSlot(r.st.EnvID, err)
 }
 
 // recordStep appends rec to e's episode and counts it (e.mu held).
@@ -338,13 +546,6 @@ func (s *Server) recordStep(e *env, rec trajectory.Step) {
 	ep.traj.Reward += rec.Reward
 	ep.mu.Unlock()
 	s.journalStep(ep, &rec)
-}
-
-func (e *env) leaseErr() error {
-	if e.lease == nil {
-		return pool.ErrSandboxDied
-	}
-	return e.lease.Err()
 }
 
 // deathSlot ends e's episode on its sandbox's death and is the step's
@@ -392,59 +593,6 @@ func limitDetail(l *pool.Lease) any {
 	return d
 }
 
-// runActions checks acts, then executes them in order. It returns the
-// terminal verb (done or fail) if one was reached, the observation that came
-// back with the last action, how many actions ran (a failed one included),
-// and either an agent error (the action was the agent's fault: the step
-// still counts) or an infrastructure error. Nothing runs when the step is
-// invalid as a whole: a duration out of range or past the step budget, done
-// or fail before the end, or an app the task does not offer. results (one
-// per action) records what each did.
-func (s *Server) runActions(ctx context.Context, e *env, b *batch, acts []aci.Action, results []aci.ActionResult) (terminal aci.Verb, shot *wire.Shot, ran int, agentErr, err error) {
-	if _, err := aci.StepDuration(acts); err != nil {
-		return "", nil, 0, err, nil
-	}
-	for i := range acts {
-		a := &acts[i]
-		if (a.Verb == aci.Done || a.Verb == aci.Fail) && i != len(acts)-1 {
-			err := aci.Errorf(aci.CodeInvalidAction, "%s must be the last action of a step", a.Verb)
-			failResult(results, i, err)
-			return "", nil, 0, err, nil
-		}
-		if a.Verb == aci.LaunchApp {
-			if err := appAllowed(e.task.Task, a.App); err != nil {
-				failResult(results, i, err)
-				return "", nil, 0, err, nil
-			}
-		}
-	}
-	g := e.lease.Guest()
-	for i := range acts {
-		a := acts[i]
-		if a.Verb == aci.Done || a.Verb == aci.Fail {
-			results[i] = okResult(a.Verb, nil)
-			return a.Verb, shot, i + 1, nil, nil
-		}
-		args := wire.ActArgs{Action: a}
-		last := i == len(acts)-1
-		if last && a.Verb != aci.Screenshot {
-			oa := s.observeArgs(e, b)
-			args.Observe = &oa
-		}
-		res, err := g.Act(ctx, args)
-		if err != nil {
-			failResult(results, i, err)
-			if codeOf(err).ActionFault() == aci.FaultAgent {
-				return "", nil, i + 1, err, nil
-			}
-			return "", nil, i + 1, nil, err
-		}
-		results[i] = okResult(a.Verb, res)
-		shot = res.Obs
-	}
-	return "", shot, len(acts), nil, nil
-}
-
 // appAllowed enforces Task.Apps for launch_app: a task that gives the agent
 // a shell anyway (AllowShell) allows any program; otherwise only its apps,
 // by exact name.
@@ -458,19 +606,4 @@ func appAllowed(t *configs.Task, app string) error {
 		}
 	}
 	return aci.Errorf(aci.CodeInvalidAction, "launch_app: %q is not one of this task's apps (%s)", app, strings.Join(t.Apps, ", "))
-}
-
-func exitStr(c *int) string {
-	if c == nil {
-		return "none"
-	}
-	return strconv.Itoa(*c)
-}
-
-func tail(b []byte) string {
-	const n = 512
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return strings.TrimSpace(string(b))
 }

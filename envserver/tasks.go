@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -223,4 +224,18 @@ func waitWindow(ctx context.Context, g guestAPI, w *configs.WaitWindow) error {
 		case <-tick.C:
 		}
 	}
+}
+func exitStr(c *int) string {
+	if c == nil {
+		return "none"
+	}
+	return strconv.Itoa(*c)
+}
+
+func tail(b []byte) string {
+	const n = 512
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -87,6 +87,7 @@ var (
 // Guestd builds cmd/guestd once per test binary and returns its path.
 func Guestd(t testing.TB) string {
 	t.Helper()
+	skipShort(t)
 	buildOnce.Do(func() {
 		if buildDir, buildErr = os.MkdirTemp("", "shinken-guestd-"); buildErr == nil {
 			guestd, buildErr = pooltest.BuildGuestd(buildDir)
@@ -96,6 +97,15 @@ func Guestd(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return guestd
+}
+
+// skipShort skips an end-to-end test under -short: it boots real
+// desktops, and -short is the unit tier (envserver's runs against an
+// in-memory provider and guest).
+func skipShort(t testing.TB) {
+	if testing.Short() {
+		t.Skip("end-to-end (real Xvfb desktops): skipped under -short")
+	}
 }
 
 // Options tune a test server; zero values are small and fast.
@@ -157,6 +167,7 @@ func TryStart(t testing.TB, opts Options) (*Server, error) {
 // onClose. It skips the test when Xvfb is not installed.
 func start(t testing.TB, opts Options, onClose func(func() error)) (*Server, error) {
 	t.Helper()
+	skipShort(t)
 	for _, bin := range []string{"Xvfb", "openbox"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not installed (make deps installs it): %v", bin, err)
