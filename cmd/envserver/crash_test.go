@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -210,6 +212,20 @@ func TestKillNineMidBatch(t *testing.T) {
 			if res.Error != nil || (res.Info != nil && res.Info.SaveError != nil) {
 				t.Fatalf("step: %+v", res)
 			}
+		}
+	}
+	// Trainer file writes run on a guestd thread that takes the agent's
+	// filesystem identity for the write, and the kernel clears a thread's
+	// parent-death signal when its fsuid changes: had one landed on
+	// guestd's main thread, the sandbox would outlive its killed server.
+	// Whether a write lands there is the scheduler's choice, so this
+	// cannot fail every time it should; many writes make it likely.
+	data := []byte("x")
+	sum := sha256.Sum256(data)
+	for i := range 40 {
+		for _, e := range envs {
+			var fr api.FileReply
+			call(t, s1.url, "/v1/files/put", api.FilePutRequest{EnvID: e, Path: fmt.Sprintf("~/f%d", i), Data: data, SHA256: hex.EncodeToString(sum[:])}, &fr)
 		}
 	}
 	procs := descendants(s1.cmd.Process.Pid)

@@ -41,6 +41,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// init wires the main goroutine to the main thread for good: no other
+// goroutine ever runs there. The sandbox init set the parent-death signal
+// (SIGKILL when the server's process ends) on this thread before it
+// executed guestd, and the kernel clears a thread's parent-death signal
+// when its filesystem uid changes — which a goroutine taking the agent's
+// filesystem identity for a file write does to the thread it runs on
+// (guest.Server.asAgentFS). On the main thread that would let the sandbox
+// outlive a killed server (docs/architecture.md, "Process provider
+// hardening").
+func init() { runtime.LockOSThread() }
+
 func main() {
 	// The verifier library runs guestd as `guestd check OP PATH` for each
 	// read of the agent's files (docs/architecture.md, "Verifiers read the
