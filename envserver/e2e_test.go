@@ -153,7 +153,11 @@ func checkStep(t *testing.T, env string, k int, r *api.BatchReply, res *api.Resu
 // memorized one answer per family must earn at most 10% of the maximum
 // over them all.
 func TestTaskSuite(t *testing.T) {
-	s := server(t)
+	// A server of its own, closed when the suite ends: every family's
+	// golden keeps a warm replica, and the shared server would carry the
+	// suite's sixty-odd desktops (idle browsers and office suites among
+	// them) through every test after it.
+	s := servertest.Start(t, servertest.Options{Pool: 3})
 	shipped, err := configs.LoadTasks("")
 	if err != nil {
 		t.Fatal(err)
