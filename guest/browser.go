@@ -338,7 +338,7 @@ func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.Brows
 func navigate(ctx, tab context.Context, u string) error {
 	var err error
 	for try := 0; try < 3; try++ {
-		rctx, cancel := within(tab, ctx)
+		rctx, cancel := boundedCtx(tab, ctx)
 		err = chromedp.Do(rctx, chromedp.Navigate(u))
 		cancel()
 		if err == nil || !(strings.Contains(err.Error(), "ERR_ABORTED") || strings.Contains(err.Error(), "navigated or closed")) || ctx.Err() != nil {
@@ -348,9 +348,9 @@ func navigate(ctx, tab context.Context, u string) error {
 	return err
 }
 
-// within is base (which carries chromedp's context) bounded by ctx's
+// boundedCtx is base (which carries chromedp's context) bounded by ctx's
 // deadline and cancellation.
-func within(base, ctx context.Context) (context.Context, context.CancelFunc) {
+func boundedCtx(base, ctx context.Context) (context.Context, context.CancelFunc) {
 	out, cancel := context.WithCancel(base)
 	stop := context.AfterFunc(ctx, cancel)
 	if d, ok := ctx.Deadline(); ok {

@@ -207,7 +207,7 @@ type frameAnswer struct {
 
 // evalFrames runs twoFrames in the tab.
 func (bc *browserConn) evalFrames(ctx context.Context) (frameAnswer, error) {
-	rctx, cancel := within(bc.ctx, ctx)
+	rctx, cancel := boundedCtx(bc.ctx, ctx)
 	defer cancel()
 	return chromedp.Run(rctx, chromedp.Evaluate[frameAnswer](twoFrames, chromedp.EvalAwaitPromise, chromedp.EvalIgnoreExceptions))
 }

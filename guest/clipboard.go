@@ -31,13 +31,13 @@ type clipOffer struct {
 	text string
 }
 
-func (o *clipOffer) set(text string) {
+func (o *clipOffer) offer(text string) {
 	o.mu.Lock()
 	o.text = text
 	o.mu.Unlock()
 }
 
-func (o *clipOffer) get() string {
+func (o *clipOffer) offered() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.text
@@ -74,7 +74,7 @@ func (d *display) clipboardSet(ctx context.Context, text string) error {
 	if len(text) > MaxClipboard {
 		return aci.Errorf(aci.CodeTooLarge, "clipboard_set: %d bytes exceeds %d", len(text), MaxClipboard)
 	}
-	d.clip.set(text)
+	d.clip.offer(text)
 	return d.run(ctx, 0, func(x *xconn) error {
 		clip, err := x.atom("CLIPBOARD")
 		if err != nil {
@@ -109,7 +109,7 @@ func (d *display) clipboardGet(ctx context.Context, res *wire.ActResult) error {
 			return nil
 		}
 		if owner.Owner == x.clipWin && x.clip.owned.Load() {
-			res.Clipboard = x.d.clip.get()
+			res.Clipboard = x.d.clip.offered()
 			return nil
 		}
 		text, err := x.convertClipboard(ctx, clip)
@@ -201,7 +201,7 @@ func (x *xconn) serveSelection(e xproto.SelectionRequestEvent) {
 	utf8, _ := x.atom("UTF8_STRING")
 	text, _ := x.atom("TEXT")
 	incr, _ := x.atom("INCR")
-	data := []byte(x.d.clip.get())
+	data := []byte(x.d.clip.offered())
 	switch {
 	case e.Owner != x.clipWin || e.Selection != clip || !x.clip.owned.Load():
 		notify.Property = 0
@@ -250,7 +250,7 @@ func (x *xconn) continueIncr(e xproto.PropertyNotifyEvent) {
 // it offered (a reset: the next episode starts with an empty clipboard).
 func (x *xconn) dropSelections() error {
 	x.clip.owned.Store(false)
-	x.d.clip.set("")
+	x.d.clip.offer("")
 	for _, name := range []string{"CLIPBOARD", "PRIMARY", "SECONDARY"} {
 		a, err := x.atom(name)
 		if err != nil {

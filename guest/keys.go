@@ -12,13 +12,13 @@ import (
 // (mapped to nothing) that typing borrows for characters the map lacks.
 type keymap struct {
 	min, max xproto.Keycode
-	per      int                    // keysyms per keycode
-	syms     []xproto.Keysym        // (kc-min)*per + level
-	find     map[xproto.Keysym]code // keysym → where it is
-	spare    []xproto.Keycode       // LRU order: least recently used first
+	per      int                      // keysyms per keycode
+	syms     []xproto.Keysym          // (kc-min)*per + level
+	find     map[xproto.Keysym]keyLoc // keysym → where it is
+	spare    []xproto.Keycode         // LRU order: least recently used first
 }
 
-type code struct {
+type keyLoc struct {
 	kc    xproto.Keycode
 	shift bool // needs level 1
 }
@@ -33,7 +33,7 @@ func (x *xconn) keymap() (*keymap, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &keymap{min: s.MinKeycode, max: s.MaxKeycode, per: int(r.KeysymsPerKeycode), syms: r.Keysyms, find: map[xproto.Keysym]code{}}
+	k := &keymap{min: s.MinKeycode, max: s.MaxKeycode, per: int(r.KeysymsPerKeycode), syms: r.Keysyms, find: map[xproto.Keysym]keyLoc{}}
 	for i := 0; i < int(n); i++ {
 		kc := xproto.Keycode(int(s.MinKeycode) + i)
 		row := r.Keysyms[i*k.per : (i+1)*k.per]
@@ -53,14 +53,14 @@ func (x *xconn) keymap() (*keymap, error) {
 				continue
 			}
 			if _, ok := k.find[ks]; !ok {
-				k.find[ks] = code{kc: kc, shift: lvl == 1}
+				k.find[ks] = keyLoc{kc: kc, shift: lvl == 1}
 			}
 		}
 		// A keycode with one keysym at level 0 means it on both levels;
 		// lowercase letters imply their uppercase at level 1.
 		if k.per >= 2 && row[1] == 0 && row[0] >= 'a' && row[0] <= 'z' {
 			if _, ok := k.find[row[0]-32]; !ok {
-				k.find[row[0]-32] = code{kc: kc, shift: true}
+				k.find[row[0]-32] = keyLoc{kc: kc, shift: true}
 			}
 		}
 	}
@@ -71,10 +71,10 @@ func (x *xconn) keymap() (*keymap, error) {
 // resolve finds a keycode for ks, borrowing a spare keycode (least recently
 // used first, so a client still translating an earlier event sees it intact)
 // when the map lacks it.
-func (x *xconn) resolve(ks xproto.Keysym) (code, error) {
+func (x *xconn) resolve(ks xproto.Keysym) (keyLoc, error) {
 	k, err := x.keymap()
 	if err != nil {
-		return code{}, err
+		return keyLoc{}, err
 	}
 	if c, ok := k.find[ks]; ok {
 		if i := indexOf(k.spare, c.kc); i >= 0 { // borrowed: mark recently used
@@ -83,7 +83,7 @@ func (x *xconn) resolve(ks xproto.Keysym) (code, error) {
 		return c, nil
 	}
 	if len(k.spare) == 0 {
-		return code{}, fmt.Errorf("no spare keycode to type keysym %#x", ks)
+		return keyLoc{}, fmt.Errorf("no spare keycode to type keysym %#x", ks)
 	}
 	kc := k.spare[0]
 	k.spare = append(k.spare[1:], kc)
@@ -96,10 +96,10 @@ func (x *xconn) resolve(ks xproto.Keysym) (code, error) {
 		row[i] = ks
 	}
 	if err := xproto.ChangeKeyboardMappingChecked(x.c, 1, kc, byte(k.per), row).Check(); err != nil {
-		return code{}, err
+		return keyLoc{}, err
 	}
 	copy(k.syms[off:off+k.per], row)
-	c := code{kc: kc}
+	c := keyLoc{kc: kc}
 	k.find[ks] = c
 	return c, nil
 }

@@ -49,9 +49,9 @@ import (
 // Reading another user's syscall and mem files takes ptrace access: the
 // providers give guestd CAP_SYS_PTRACE (over its own namespace only).
 
-// quiesce reads the desktop's threads; one per server, its files kept open
+// quiescence reads the desktop's threads; one per server, its files kept open
 // between reads (a procfs file answers afresh at each pread from 0).
-type quiesce struct {
+type quiescence struct {
 	mu    sync.Mutex
 	tasks map[int]*taskFiles // tid → open files
 	mems  map[int]*os.File   // pid → /proc/<pid>/mem, opened on demand
@@ -70,12 +70,12 @@ type taskFiles struct {
 // than this is never judged idle (a fork bomb gets the damage windows).
 const maxQuiesceTasks = 2048
 
-// newQuiesce returns nil where timespecs are not the 64-bit ones it reads.
-func newQuiesce() *quiesce {
+// newQuiescence returns nil where timespecs are not the 64-bit ones it reads.
+func newQuiescence() *quiescence {
 	if strconv.IntSize != 64 {
 		return nil
 	}
-	return &quiesce{tasks: map[int]*taskFiles{}, mems: map[int]*os.File{}}
+	return &quiescence{tasks: map[int]*taskFiles{}, mems: map[int]*os.File{}}
 }
 
 // quietSnap is one read of the whole set: each thread's CPU time so far,
@@ -100,7 +100,7 @@ func (b quietSnap) quiet() bool { return b.idle && !b.changed }
 // read is found by the discovery that follows, and one after it shows at the
 // next read as a changed run time; a read that finds nothing changed since a
 // complete one is complete too.
-func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
+func (q *quiescence) read(prev quietSnap, horizon time.Duration) quietSnap {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.gen++
@@ -173,7 +173,7 @@ func (q *quiesce) read(prev quietSnap, horizon time.Duration) quietSnap {
 
 // readInto reads one thread into snap, and marks its process in ran when it
 // ran since its last read; a thread gone is dropped and counts as a change.
-func (q *quiesce) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.Duration, ran map[int]bool) {
+func (q *quiescence) readInto(snap *quietSnap, tid int, t *taskFiles, horizon time.Duration, ran map[int]bool) {
 	ns, idle, err := q.readTask(t, horizon)
 	if errors.Is(err, errGone) {
 		q.drop(tid)
@@ -211,7 +211,7 @@ func readTids(pid int) ([]int, error) {
 	return tids, nil
 }
 
-func (q *quiesce) task(pid, tid int) (*taskFiles, error) {
+func (q *quiescence) task(pid, tid int) (*taskFiles, error) {
 	q.drop(tid) // a tid reused by another process
 	if len(q.tasks) >= maxQuiesceTasks {
 		return nil, errors.New("too many tasks")
@@ -234,7 +234,7 @@ func (q *quiesce) task(pid, tid int) (*taskFiles, error) {
 	return t, nil
 }
 
-func (q *quiesce) drop(tid int) {
+func (q *quiescence) drop(tid int) {
 	if t, ok := q.tasks[tid]; ok {
 		t.sys.Close()
 		t.sched.Close()
@@ -242,7 +242,7 @@ func (q *quiesce) drop(tid int) {
 	}
 }
 
-func (q *quiesce) close() {
+func (q *quiescence) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for tid := range q.tasks {
@@ -255,10 +255,10 @@ func (q *quiesce) close() {
 }
 
 // readTask reads one thread: the ns it has run and whether it is idle.
-func (q *quiesce) readTask(t *taskFiles, horizon time.Duration) (uint64, bool, error) {
+func (q *quiescence) readTask(t *taskFiles, horizon time.Duration) (uint64, bool, error) {
 	n, err := t.sched.ReadAt(q.buf[:], 0)
 	if n == 0 {
-		return 0, false, gone(err)
+		return 0, false, asGone(err)
 	}
 	sp := bytes.IndexByte(q.buf[:n], ' ')
 	if sp <= 0 {
@@ -270,13 +270,13 @@ func (q *quiesce) readTask(t *taskFiles, horizon time.Duration) (uint64, bool, e
 	}
 	n, err = t.sys.ReadAt(q.buf[:], 0)
 	if n == 0 {
-		return 0, false, gone(err)
+		return 0, false, asGone(err)
 	}
 	idle, err := q.waitIdle(t.pid, q.buf[:n], horizon)
 	return ns, idle, err
 }
 
-func gone(err error) error {
+func asGone(err error) error {
 	if err == nil || errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {
 		return errGone
 	}
@@ -284,7 +284,7 @@ func gone(err error) error {
 }
 
 // waitIdle judges a syscall file's line: "running", or "nr a0 ... a5 sp pc".
-func (q *quiesce) waitIdle(pid int, line []byte, horizon time.Duration) (bool, error) {
+func (q *quiescence) waitIdle(pid int, line []byte, horizon time.Duration) (bool, error) {
 	f := bytes.Fields(line)
 	if len(f) == 3 && string(f[0]) == "-1" && string(f[1]) == "0x0" && string(f[2]) == "0x0" {
 		return true, nil // exited (a zombie the reaper has not collected): it never runs again
@@ -311,8 +311,8 @@ func (q *quiesce) waitIdle(pid int, line []byte, horizon time.Duration) (bool, e
 	return q.judge(pid, w, args, horizon)
 }
 
-// A wait is how a blocking syscall says when it ends by itself.
-type wait struct {
+// A syscallWait is how a blocking syscall says when it ends by itself.
+type syscallWait struct {
 	kind timeoutKind
 	arg  int // the argument that holds the timeout
 }
@@ -331,7 +331,7 @@ const (
 // waits maps the blocking syscalls judged to their timeouts; the table of
 // numbers common to the 64-bit architectures is here, the rest beside their
 // architecture.
-var waits = map[int64]wait{
+var waits = map[int64]syscallWait{
 	unix.SYS_READ:            {untimed, 0},
 	unix.SYS_READV:           {untimed, 0},
 	unix.SYS_RECVFROM:        {untimed, 0},
@@ -361,7 +361,7 @@ const (
 	timerAbstime       = 1
 )
 
-func (q *quiesce) judge(pid int, w wait, a [6]uint64, horizon time.Duration) (bool, error) {
+func (q *quiescence) judge(pid int, w syscallWait, a [6]uint64, horizon time.Duration) (bool, error) {
 	switch w.kind {
 	case untimed:
 		return true, nil
@@ -427,7 +427,7 @@ func clockNow(clock int32) (time.Duration, bool) {
 }
 
 // readTime reads a 64-bit timespec (or timeval) from the process's memory.
-func (q *quiesce) readTime(pid int, addr uint64, timeval bool) (time.Duration, error) {
+func (q *quiescence) readTime(pid int, addr uint64, timeval bool) (time.Duration, error) {
 	f, ok := q.mems[pid]
 	if !ok {
 		var err error

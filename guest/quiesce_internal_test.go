@@ -12,7 +12,7 @@ import (
 // spinner, are not. The test process is not PID 1, so the set is its own
 // descendants.
 func TestQuiesceJudgesWaits(t *testing.T) {
-	q := newQuiesce()
+	q := newQuiescence()
 	if q == nil {
 		t.Skip("quiescence reads 64-bit timespecs only")
 	}

@@ -152,7 +152,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.idle = l
 	}
 	if cfg.SettleIdle {
-		s.x.quiet = newQuiesce()
+		s.x.quiet = newQuiescence()
 	}
 	if os.Getpid() == 1 {
 		// Only where guestd sees every process of the agent's can it tell
@@ -281,8 +281,8 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// conn is one protocol connection.
-type conn struct {
+// clientConn is one protocol connection.
+type clientConn struct {
 	s     *Server
 	nc    net.Conn
 	wmu   sync.Mutex
@@ -294,7 +294,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer nc.Close()
-	c := &conn{s: s, nc: nc, slots: make(chan struct{}, maxInFlight)}
+	c := &clientConn{s: s, nc: nc, slots: make(chan struct{}, maxInFlight)}
 	var calls sync.WaitGroup
 	defer calls.Wait()
 	var buf []byte
@@ -340,7 +340,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 }
 
 // handle runs one call under its deadline; a panic becomes an internal error.
-func (c *conn) handle(ctx context.Context, m *wire.Message) {
+func (c *clientConn) handle(ctx context.Context, m *wire.Message) {
 	ttl := defaultCallTTL
 	if m.TimeoutMS > 0 {
 		ttl = min(time.Duration(m.TimeoutMS)*time.Millisecond, maxCallTimeout)
@@ -369,11 +369,13 @@ func (c *conn) handle(ctx context.Context, m *wire.Message) {
 	}
 }
 
-func (c *conn) reply(id uint64, res any) { c.send(id, wire.TypeReply, res, nil) }
+func (c *clientConn) reply(id uint64, res any) { c.send(id, wire.TypeReply, res, nil) }
 
-func (c *conn) replyErr(id uint64, err error) { c.send(id, wire.TypeReply, nil, aci.AsError(err)) }
+func (c *clientConn) replyErr(id uint64, err error) {
+	c.send(id, wire.TypeReply, nil, aci.AsError(err))
+}
 
-func (c *conn) send(id uint64, typ string, body any, e *aci.Error) error {
+func (c *clientConn) send(id uint64, typ string, body any, e *aci.Error) error {
 	// A frame's reply is megabytes: encode it once, straight into a buffer
 	// sized up front and reused, rather than encoding the body and then
 	// copying it into the envelope (docs/architecture.md, "Cost of a step").

@@ -433,7 +433,7 @@ func attr(se *xml.StartElement, space, local string) string {
 	return ""
 }
 
-func is(n xml.Name, space, local string) bool { return n.Local == local && n.Space == space }
+func isElem(n xml.Name, space, local string) bool { return n.Local == local && n.Space == space }
 
 // parsePart reads one part: its styles, and its body's sheets or
 // paragraphs.
@@ -453,20 +453,20 @@ func (doc *odfDoc) parsePart(data []byte, part int) error {
 		}
 		parent := p.parent()
 		switch {
-		case is(parent, nsOffice, "styles") || is(parent, nsOffice, "automatic-styles") && part != partStyles:
-			auto := is(parent, nsOffice, "automatic-styles")
+		case isElem(parent, nsOffice, "styles") || isElem(parent, nsOffice, "automatic-styles") && part != partStyles:
+			auto := isElem(parent, nsOffice, "automatic-styles")
 			if err := doc.styles.read(p, &se, auto); err != nil {
 				return err
 			}
-		case is(parent, nsOffice, "body") && part != partStyles:
+		case isElem(parent, nsOffice, "body") && part != partStyles:
 			if doc.body != "" {
 				return failf(CheckMismatch, "two document bodies")
 			}
 			doc.body = se.Name.Local
 			switch {
-			case is(se.Name, nsOffice, "spreadsheet"):
+			case isElem(se.Name, nsOffice, "spreadsheet"):
 				err = doc.readSpreadsheet(p)
-			case is(se.Name, nsOffice, "text"):
+			case isElem(se.Name, nsOffice, "text"):
 				err = doc.readText(p)
 			default:
 				err = p.skip()
@@ -474,7 +474,7 @@ func (doc *odfDoc) parsePart(data []byte, part int) error {
 			if err != nil {
 				return err
 			}
-		case is(se.Name, nsOffice, "master-styles"), is(se.Name, nsOffice, "settings"), is(se.Name, nsOffice, "meta"), is(se.Name, nsOffice, "scripts"):
+		case isElem(se.Name, nsOffice, "master-styles"), isElem(se.Name, nsOffice, "settings"), isElem(se.Name, nsOffice, "meta"), isElem(se.Name, nsOffice, "scripts"):
 			if err := p.skip(); err != nil {
 				return err
 			}

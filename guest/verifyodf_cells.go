@@ -64,7 +64,7 @@ func (doc *odfDoc) readSpreadsheet(p *odfParser) error {
 		if se == nil {
 			return nil
 		}
-		if !is(se.Name, nsTable, "table") {
+		if !isElem(se.Name, nsTable, "table") {
 			return p.skip()
 		}
 		sh := &odfSheet{name: attr(se, nsTable, "name")}
@@ -88,14 +88,14 @@ func (sh *odfSheet) read(p *odfParser) error {
 			return nil
 		case se.Name.Space == nsTable && tableGroups[se.Name.Local]:
 			return p.within(visit)
-		case is(se.Name, nsTable, "table-column"):
+		case isElem(se.Name, nsTable, "table-column"):
 			n := repeat(se, "number-columns-repeated")
 			if st := attr(se, nsTable, "default-cell-style-name"); st != "" && col < odfMaxCols {
 				sh.cols = append(sh.cols, odfColRun{col, n, st})
 			}
 			col += n
 			return p.skip()
-		case is(se.Name, nsTable, "table-row"):
+		case isElem(se.Name, nsTable, "table-row"):
 			r, n, err := readRow(p, se)
 			if err != nil {
 				return err
@@ -124,7 +124,7 @@ func readRow(p *odfParser, se *xml.StartElement) (*odfRow, int64, error) {
 		if c == nil {
 			return nil
 		}
-		if !is(c.Name, nsTable, "table-cell") && !is(c.Name, nsTable, "covered-table-cell") {
+		if !isElem(c.Name, nsTable, "table-cell") && !isElem(c.Name, nsTable, "covered-table-cell") {
 			return p.skip()
 		}
 		k := repeat(c, "number-columns-repeated")
@@ -163,7 +163,7 @@ func readCell(p *odfParser, se *xml.StartElement) (*odfCell, error) {
 		switch {
 		case e == nil:
 			return nil
-		case is(e.Name, nsText, "p"), is(e.Name, nsText, "h"):
+		case isElem(e.Name, nsText, "p"), isElem(e.Name, nsText, "h"):
 			t := &textReader{p: p}
 			if err := t.paragraph(); err != nil {
 				return err

@@ -30,9 +30,9 @@ func (doc *odfDoc) readText(p *odfParser) error {
 		switch {
 		case se == nil:
 			return nil
-		case skippedInline(se.Name), is(se.Name, nsOffice, "forms"):
+		case skippedInline(se.Name), isElem(se.Name, nsOffice, "forms"):
 			return p.skip()
-		case is(se.Name, nsText, "p"), is(se.Name, nsText, "h"):
+		case isElem(se.Name, nsText, "p"), isElem(se.Name, nsText, "h"):
 			para := &odfPara{
 				heading: se.Name.Local == "h",
 				style:   attr(se, nsText, "style-name"),
@@ -52,10 +52,10 @@ func (doc *odfDoc) readText(p *odfParser) error {
 			para.runs, para.text = t.runs, t.text()
 			doc.paras = append(doc.paras, para)
 			return nil
-		case is(se.Name, nsText, "list-item"), is(se.Name, nsText, "list-header"):
+		case isElem(se.Name, nsText, "list-item"), isElem(se.Name, nsText, "list-header"):
 			list++
 			defer func() { list-- }()
-		case is(se.Name, nsTable, "table-cell"), is(se.Name, nsTable, "covered-table-cell"):
+		case isElem(se.Name, nsTable, "table-cell"), isElem(se.Name, nsTable, "covered-table-cell"):
 			table++
 			defer func() { table-- }()
 		}

@@ -16,9 +16,9 @@ import (
 type tri uint8
 
 const (
-	unset tri = iota
-	no
-	yes
+	triUnset tri = iota
+	triNo
+	triYes
 )
 
 // odfStyle is a style's properties that the ops report.
@@ -47,7 +47,7 @@ func (s *odfStyles) read(p *odfParser, se *xml.StartElement, auto bool) error {
 		set = s.auto
 	}
 	switch {
-	case is(se.Name, nsStyle, "style"), is(se.Name, nsStyle, "default-style"):
+	case isElem(se.Name, nsStyle, "style"), isElem(se.Name, nsStyle, "default-style"):
 		st := &odfStyle{
 			parent:  attr(se, nsStyle, "parent-style-name"),
 			data:    attr(se, nsStyle, "data-style-name"),
@@ -59,11 +59,11 @@ func (s *odfStyles) read(p *odfParser, se *xml.StartElement, auto bool) error {
 				return nil
 			}
 			switch {
-			case is(c.Name, nsStyle, "text-properties"):
+			case isElem(c.Name, nsStyle, "text-properties"):
 				st.bold = weight(attr(c, nsFO, "font-weight"))
 				st.italic = slant(attr(c, nsFO, "font-style"))
 				st.under = underline(attr(c, nsStyle, "text-underline-style"))
-			case is(c.Name, nsStyle, "paragraph-properties"):
+			case isElem(c.Name, nsStyle, "paragraph-properties"):
 				st.align = attr(c, nsFO, "text-align")
 			}
 			return p.skip()
@@ -71,7 +71,7 @@ func (s *odfStyles) read(p *odfParser, se *xml.StartElement, auto bool) error {
 		if err != nil {
 			return err
 		}
-		if is(se.Name, nsStyle, "default-style") {
+		if isElem(se.Name, nsStyle, "default-style") {
 			s.defaults[family] = st
 		} else {
 			set[styleKey(family, attr(se, nsStyle, "name"))] = st
@@ -91,34 +91,34 @@ func (s *odfStyles) read(p *odfParser, se *xml.StartElement, auto bool) error {
 func weight(v string) tri {
 	switch v {
 	case "":
-		return unset
+		return triUnset
 	case "bold":
-		return yes
+		return triYes
 	}
 	if n, err := strconv.Atoi(v); err == nil && n >= 600 {
-		return yes
+		return triYes
 	}
-	return no
+	return triNo
 }
 
 func slant(v string) tri {
 	switch v {
 	case "":
-		return unset
+		return triUnset
 	case "italic", "oblique":
-		return yes
+		return triYes
 	}
-	return no
+	return triNo
 }
 
 func underline(v string) tri {
 	switch v {
 	case "":
-		return unset
+		return triUnset
 	case "none":
-		return no
+		return triNo
 	}
-	return yes
+	return triYes
 }
 
 // readDataStyle is a number style's props: its kind, then decimals=N and
@@ -134,7 +134,7 @@ func readDataStyle(p *odfParser, se *xml.StartElement) (string, error) {
 			return nil
 		}
 		switch {
-		case is(c.Name, nsNumber, "number"), is(c.Name, nsNumber, "scientific-number"), is(c.Name, nsNumber, "fraction"):
+		case isElem(c.Name, nsNumber, "number"), isElem(c.Name, nsNumber, "scientific-number"), isElem(c.Name, nsNumber, "fraction"):
 			if c.Name.Local != "number" && kind == "number" {
 				kind = c.Name.Local
 				if kind == "scientific-number" {
@@ -145,7 +145,7 @@ func readDataStyle(p *odfParser, se *xml.StartElement) (string, error) {
 			if attr(c, nsNumber, "grouping") == "true" {
 				grouping = "grouping"
 			}
-		case is(c.Name, nsNumber, "currency-symbol"):
+		case isElem(c.Name, nsNumber, "currency-symbol"):
 			var b strings.Builder
 			err := p.within(func(_ *xml.StartElement, cd xml.CharData) error {
 				if cd == nil {
@@ -230,13 +230,13 @@ func (st *odfStyle) inherit(from *odfStyle) {
 	if st.data == "" {
 		st.data = from.data
 	}
-	if st.bold == unset {
+	if st.bold == triUnset {
 		st.bold = from.bold
 	}
-	if st.italic == unset {
+	if st.italic == triUnset {
 		st.italic = from.italic
 	}
-	if st.under == unset {
+	if st.under == triUnset {
 		st.under = from.under
 	}
 	if st.align == "" {
@@ -249,7 +249,7 @@ func (st *odfStyle) inherit(from *odfStyle) {
 // base (the paragraph's or cell's resolved style); with no visible text,
 // base's own.
 func (s *odfStyles) fontOf(runs []*odfRun, base *odfStyle) []string {
-	all := [3]bool{base.bold == yes, base.italic == yes, base.under == yes}
+	all := [3]bool{base.bold == triYes, base.italic == triYes, base.under == triYes}
 	seen := false
 	for _, r := range runs {
 		if strings.TrimSpace(r.text.String()) == "" {
@@ -267,13 +267,13 @@ func (s *odfStyles) fontOf(runs []*odfRun, base *odfStyle) []string {
 				}
 			}
 			for k, v := range [3]tri{st.bold, st.italic, st.under} {
-				if eff[k] == unset {
+				if eff[k] == triUnset {
 					eff[k] = v
 				}
 			}
 		}
 		for k := range all {
-			all[k] = all[k] && eff[k] == yes
+			all[k] = all[k] && eff[k] == triYes
 		}
 	}
 	var props []string
@@ -340,7 +340,7 @@ func skippedInline(n xml.Name) bool {
 	switch {
 	case n.Space == nsDraw || n.Space == nsDr3d:
 		return true
-	case is(n, nsOffice, "annotation"), is(n, nsText, "note"), is(n, nsText, "number"), is(n, nsText, "tracked-changes"):
+	case isElem(n, nsOffice, "annotation"), isElem(n, nsText, "note"), isElem(n, nsText, "number"), isElem(n, nsText, "tracked-changes"):
 		return true
 	}
 	return false
@@ -372,7 +372,7 @@ func (t *textReader) inline(se *xml.StartElement, cd xml.CharData) error {
 	switch {
 	case skippedInline(se.Name):
 		return t.p.skip()
-	case is(se.Name, nsText, "s"):
+	case isElem(se.Name, nsText, "s"):
 		n := 1
 		if c := attr(se, nsText, "c"); c != "" {
 			v, err := strconv.Atoi(c)
@@ -389,19 +389,19 @@ func (t *textReader) inline(se *xml.StartElement, cd xml.CharData) error {
 			return err
 		}
 		return t.p.skip()
-	case is(se.Name, nsText, "tab"):
+	case isElem(se.Name, nsText, "tab"):
 		t.ignore = false
 		if err := t.add("\t"); err != nil {
 			return err
 		}
 		return t.p.skip()
-	case is(se.Name, nsText, "line-break"):
+	case isElem(se.Name, nsText, "line-break"):
 		t.ignore = false
 		if err := t.add("\n"); err != nil {
 			return err
 		}
 		return t.p.skip()
-	case is(se.Name, nsText, "span"):
+	case isElem(se.Name, nsText, "span"):
 		t.spans = append(t.spans, attr(se, nsText, "style-name"))
 		err := t.p.within(t.inline)
 		t.spans = t.spans[:len(t.spans)-1]
