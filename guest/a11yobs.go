@@ -5,26 +5,16 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/guest/a11y"
 	"github.com/shinken-rl/shinken/guest/wire"
 )
 
 // The structured observation: guestd's side of the accessibility tree
 // (package a11y does the AT-SPI work).
 
-// newA11y returns the accessibility client of a server whose session has an
-// AT-SPI bus, nil otherwise.
-func newA11y(cfg Config) *a11y.Client {
-	if cfg.A11yBus == "" {
-		return nil
-	}
-	return a11y.New(a11y.Config{Address: cfg.A11yBus, Logf: cfg.Logf})
-}
-
 // activePID is the pid that owns the active window, 0 when unknown.
-func (s *Server) activePID(ctx context.Context) int {
+func (d *display) activePID(ctx context.Context) int {
 	pid := 0
-	s.x.run(ctx, 0, func(x *xconn) error {
+	d.run(ctx, 0, func(x *xconn) error {
 		if w, ok := x.activeWindow(); ok {
 			pid = x.windowPID(w)
 		}
@@ -64,7 +54,7 @@ func (s *Server) observeTree(ctx context.Context, o wire.ObserveArgs) (*aci.A11y
 	if s.a11y == nil {
 		return &aci.A11yTree{A11yInfo: aci.A11yInfo{Error: aci.Errorf(aci.CodeUnsupported, "observe: this sandbox has no accessibility bus (observe.a11y needs dbus and at-spi2-core in the sandbox)")}}, nil
 	}
-	pid := s.activePID(ctx)
+	pid := s.x.activePID(ctx)
 	// The tree gets at most the time left minus a margin for the reply, so
 	// a hung application costs a typed error inside the call's deadline.
 	tctx := ctx
@@ -119,5 +109,5 @@ func (s *Server) elementAct(ctx context.Context, a aci.Action, res *wire.ActResu
 	if err != nil {
 		return err
 	}
-	return s.pointerInto(ctx, res)
+	return s.x.pointerInto(ctx, res)
 }

@@ -43,10 +43,10 @@ func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResul
 	if err := s.record(App{App: a.App, Args: a.Args}); err != nil {
 		s.cfg.Logf("guest: record launched app: %v", err)
 	}
-	if err := s.awaitAppWindow(ctx, pid, exited, res); err != nil {
+	if err := s.x.awaitAppWindow(ctx, pid, exited, res); err != nil {
 		return err
 	}
-	return s.pointerInto(ctx, res)
+	return s.x.pointerInto(ctx, res)
 }
 
 // launchWindowWait bounds how long launch_app waits for the app's window.
@@ -58,14 +58,14 @@ const launchWindowWait = 10 * time.Second
 // the process exits or launchWindowWait passes (a program without a window
 // is no error). It wakes on window-list changes, and re-checks every 100 ms
 // for apps that set their pid after mapping.
-func (s *Server) awaitAppWindow(ctx context.Context, pid int, exited <-chan struct{}, res *wire.ActResult) error {
+func (d *display) awaitAppWindow(ctx context.Context, pid int, exited <-chan struct{}, res *wire.ActResult) error {
 	limit := time.NewTimer(launchWindowWait)
 	defer limit.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var wake <-chan struct{}
-		err := s.x.run(ctx, 0, func(x *xconn) error {
+		err := d.run(ctx, 0, func(x *xconn) error {
 			wake = x.windowsChan()
 			list, err := x.windows()
 			if err != nil {
@@ -242,7 +242,7 @@ func (s *Server) relaunch(ctx context.Context, await bool) (int, error) {
 		}
 		if await {
 			var res wire.ActResult
-			if err := s.awaitAppWindow(ctx, pid, exited, &res); err != nil {
+			if err := s.x.awaitAppWindow(ctx, pid, exited, &res); err != nil {
 				return 0, err
 			}
 		}

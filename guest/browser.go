@@ -272,18 +272,18 @@ func (a pipeAllocator) Wait() {}
 // browserWait bounds a browser call when the caller sets none.
 const browserWait = 20 * time.Second
 
-// browserOp is the browser method: open pages (and wait for each to load),
+// op is the browser method: open pages (and wait for each to load),
 // or close the browser gracefully.
-func (s *Server) browserOp(ctx context.Context, a wire.BrowserArgs) (*wire.BrowserResult, error) {
+func (b *browserState) op(ctx context.Context, a wire.BrowserArgs) (*wire.BrowserResult, error) {
 	timeout := browserWait
 	if a.TimeoutMS > 0 {
 		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, maxExecTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	s.browser.mu.Lock()
-	bc := s.browser.conn
-	s.browser.mu.Unlock()
+	b.mu.Lock()
+	bc := b.conn
+	b.mu.Unlock()
 	if bc != nil {
 		if err := bc.attached(ctx); err != nil {
 			return nil, err

@@ -132,7 +132,7 @@ func (s *Server) frameSignal(ctx context.Context, deadline time.Time) <-chan bro
 	default:
 		return nil
 	}
-	if s.activePID(ctx) != bc.pid {
+	if s.x.activePID(ctx) != bc.pid {
 		bc.forgetLink()
 		return nil
 	}

@@ -96,9 +96,9 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 		case <-ctx.Done():
 			return aci.Errorf(aci.CodeTimeout, "wait: %v", ctx.Err())
 		}
-		return s.pointerInto(ctx, res)
+		return s.x.pointerInto(ctx, res)
 	case aci.Screenshot:
-		return s.pointerInto(ctx, res)
+		return s.x.pointerInto(ctx, res)
 	case aci.LaunchApp:
 		return s.launchApp(ctx, a, res)
 	case aci.ActivateWindow:
@@ -108,19 +108,19 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 	case aci.ClipboardSet:
 		return s.x.clipboardSet(ctx, a.Text)
 	case aci.ListWindows:
-		ws, err := s.listWindows(ctx)
+		ws, err := s.x.listWindows(ctx)
 		if err != nil {
 			return err
 		}
 		res.Windows = ws.Windows
-		return s.pointerInto(ctx, res)
+		return s.x.pointerInto(ctx, res)
 	case aci.InvokeAction, aci.SetValue:
 		return s.elementAct(ctx, a, res)
 	case aci.Done, aci.Fail:
 		return aci.Errorf(aci.CodeUnsupported, "%s is handled by the env server, not the guest", a.Verb)
 	case aci.Click, aci.DoubleClick, aci.RightClick, aci.Move, aci.Scroll, aci.Drag, aci.MouseDown, aci.MouseUp,
 		aci.TypeText, aci.Key:
-		return s.input(ctx, a, res)
+		return s.x.input(ctx, a, res)
 	case "":
 		return invalid("missing verb")
 	default:
@@ -128,8 +128,8 @@ func (s *Server) do(ctx context.Context, a aci.Action, res *wire.ActResult) erro
 	}
 }
 
-func (s *Server) pointerInto(ctx context.Context, res *wire.ActResult) error {
-	return s.x.run(ctx, 0, func(x *xconn) error {
+func (d *display) pointerInto(ctx context.Context, res *wire.ActResult) error {
+	return d.run(ctx, 0, func(x *xconn) error {
 		p, err := x.pointer()
 		res.Pointer = p
 		return err
@@ -173,7 +173,7 @@ func buttonOf(name string, def byte) (byte, error) {
 }
 
 // input validates an input action, then runs it on the display.
-func (s *Server) input(ctx context.Context, a aci.Action, res *wire.ActResult) error {
+func (d *display) input(ctx context.Context, a aci.Action, res *wire.ActResult) error {
 	var mods []xproto.Keysym
 	for _, m := range a.Modifiers {
 		ks, ok := keyNames[lower(m)]
@@ -236,7 +236,7 @@ func (s *Server) input(ctx context.Context, a aci.Action, res *wire.ActResult) e
 	if err != nil {
 		return err
 	}
-	return s.x.run(ctx, expect, func(x *xconn) error {
+	return d.run(ctx, expect, func(x *xconn) error {
 		var px, py int
 		if hasPoint {
 			if px, py, err = point(t, x.w, x.h); err != nil {

@@ -43,9 +43,9 @@ type webHost struct {
 	addr string // host:port it listens on; "" until started
 }
 
-// serveWeb is the web method: it starts (or replaces) app a.App built from
+// serve is the web method: it starts (or replaces) app a.App built from
 // a.Data and reports its URL.
-func (s *Server) serveWeb(a wire.WebArgs) (*wire.WebResult, error) {
+func (w *webHost) serve(a wire.WebArgs, logf func(string, ...any)) (*wire.WebResult, error) {
 	if a.App == "" {
 		return nil, aci.Errorf(aci.CodeBadRequest, "web: need app (one of %v)", webapp.Names())
 	}
@@ -53,8 +53,7 @@ func (s *Server) serveWeb(a wire.WebArgs) (*wire.WebResult, error) {
 	if err != nil {
 		return nil, aci.Errorf(aci.CodeBadRequest, "%v", err)
 	}
-	w := &s.web
-	if _, err := w.ensure(s.cfg.Logf); err != nil {
+	if _, err := w.ensure(logf); err != nil {
 		return nil, err
 	}
 	w.mu.Lock()

@@ -12,9 +12,9 @@ import (
 	"github.com/shinken-rl/shinken/guest/wire"
 )
 
-func (s *Server) listWindows(ctx context.Context) (*wire.Windows, error) {
+func (d *display) listWindows(ctx context.Context) (*wire.Windows, error) {
 	var out *wire.Windows
-	err := s.x.run(ctx, 0, func(x *xconn) error {
+	err := d.run(ctx, 0, func(x *xconn) error {
 		var err error
 		out, err = x.windows()
 		return err
