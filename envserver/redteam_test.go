@@ -418,8 +418,15 @@ func redTeamNextWith(t *testing.T, s *servertest.Server, attacks []persistence) 
 			// Later episodes, one at a time, until one runs on the attacker's
 			// sandbox (idle replicas are leased before it, settled first);
 			// each must score as on a fresh replica.
+			// Retired sandboxes (reboot mode: docker) are never leased
+			// again: no later episode runs on the attacker's, and two fresh
+			// ones show what a shared host state would carry over.
+			n := followers
+			if s.Pool.ResetMode() != pool.ResetModeInPlace {
+				n = 2
+			}
 			same := false
-			for try := 0; try < followers && !same; try++ {
+			for try := 0; try < n && !same; try++ {
 				r = reset(t, s, api.ResetRequest{Envs: []api.ResetEnv{{Task: task}}})
 				env := r.Results[0].EnvID
 				if g, ok := s.Server.EnvGuest(env); ok && g == sandbox {

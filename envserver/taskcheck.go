@@ -33,7 +33,7 @@ type CheckOptions struct {
 	// order of HostileKinds, rotated by family so a sample still covers
 	// them all); 0 or more than there are: all.
 	Hostile  int
-	Parallel int // episodes at once; default 2
+	Parallel int // episodes at once, over up to Parallel/2 families at a time; default 2
 	// Transfer replays seed 0's oracle on this many other train seeds of
 	// each family (drawn by hash, the same every run) and reports the mean
 	// normalized reward (TaskCheck.Transfer): what memorizing one answer
@@ -117,31 +117,66 @@ func (s *Server) CheckTasks(ctx context.Context, opts CheckOptions) ([]*TaskChec
 	if len(ids) == 0 {
 		ids = s.cfg.Tasks.IDs()
 	}
-	var out []*TaskCheck
-	for fi, id := range ids {
-		t := s.cfg.Tasks[id]
-		if t == nil {
+	for _, id := range ids {
+		if s.cfg.Tasks[id] == nil {
 			return nil, fmt.Errorf("no task %q", id)
 		}
-		t0 := time.Now()
-		c := &TaskCheck{Family: id, Version: t.FamilyVersion(), Def: t.DefHash(), Seeds: opts.Seeds}
-		c.Failures = append(c.Failures, t.CheckStatic(max(opts.Seeds, configs.StaticSeeds))...)
-		plays, err := checkPlays(t, opts, fi)
-		if err != nil {
-			c.Failures = append(c.Failures, err.Error())
-		} else {
-			c.Episodes = len(plays)
-			fails, tr := s.runPlays(ctx, id, plays, opts.Parallel)
-			c.Failures, c.Transfer = append(c.Failures, fails...), tr
+	}
+	// Families play side by side, each on at most familyWorkers envs: a
+	// golden keeps about as many desktops as it recently had in use
+	// (docs/architecture.md, "Sandbox lifecycle and reset in place"), so
+	// spreading one family over every worker left each checked family
+	// holding that many idle desktops, and its golden's setup kept the
+	// other workers waiting.
+	per := min(opts.Parallel, familyWorkers)
+	slots := make(chan struct{}, max(1, opts.Parallel/per))
+	out := make([]*TaskCheck, len(ids))
+	var wg sync.WaitGroup
+	for fi, id := range ids {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		c.Seconds = time.Since(t0).Seconds()
-		opts.Logf("tasks check: %s v%d: %d seeds, %d episodes, %d failures, %.1f s", id, c.Version, c.Seeds, c.Episodes, len(c.Failures), c.Seconds)
-		out = append(out, c)
 		if ctx.Err() != nil {
-			return out, ctx.Err()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			out[fi] = s.checkFamily(ctx, id, fi, opts, per)
+		}()
+	}
+	wg.Wait()
+	done := out[:0]
+	for _, c := range out {
+		if c != nil {
+			done = append(done, c)
 		}
 	}
-	return out, nil
+	return done, ctx.Err()
+}
+
+// familyWorkers is how many envs one family's episodes play on at once.
+const familyWorkers = 2
+
+// checkFamily runs one family's check on parallel envs.
+func (s *Server) checkFamily(ctx context.Context, id string, fi int, opts CheckOptions, parallel int) *TaskCheck {
+	t := s.cfg.Tasks[id]
+	t0 := time.Now()
+	c := &TaskCheck{Family: id, Version: t.FamilyVersion(), Def: t.DefHash(), Seeds: opts.Seeds}
+	c.Failures = append(c.Failures, t.CheckStatic(max(opts.Seeds, configs.StaticSeeds))...)
+	plays, err := checkPlays(t, opts, fi)
+	if err != nil {
+		c.Failures = append(c.Failures, err.Error())
+	} else {
+		c.Episodes = len(plays)
+		fails, tr := s.runPlays(ctx, id, plays, parallel)
+		c.Failures, c.Transfer = append(c.Failures, fails...), tr
+	}
+	c.Seconds = time.Since(t0).Seconds()
+	opts.Logf("tasks check: %s v%d: %d seeds, %d episodes, %d failures, %.1f s", id, c.Version, c.Seeds, c.Episodes, len(c.Failures), c.Seconds)
+	return c
 }
 
 // checkPlays lists the episodes that check t.

@@ -37,7 +37,7 @@ func tasksMain(args []string) int {
 	fs.Var(&families, "family", "family to check (repeat; default every family)")
 	seeds := fs.Int("seeds", 3, "check: train seeds 0..N-1 of each family; count: seeds drawn")
 	poolN := fs.Int("pool", 4, "warm sandboxes")
-	parallel := fs.Int("parallel", 0, "episodes at once (default: the pool size)")
+	parallel := fs.Int("parallel", 0, "episodes at once, over up to parallel/2 families at a time (default: the pool size)")
 	hostile := fs.Int("hostile", 0, "hostile kinds planted per output (0: all)")
 	provider := fs.String("provider", "process", "sandbox provider: process or docker")
 	tasks := fs.String("tasks", "", "task directory (default: the shipped suite)")
