@@ -4,32 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chromedp/chromedp"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/internal/procstat"
 )
-
-// AppsFile is the name, inside Config.StateDir, of the record of launched apps.
-const AppsFile = "apps.json"
-
-// App is one launched app as recorded in AppsFile.
-type App struct {
-	App  string   `json:"app"`
-	Args []string `json:"args,omitempty"`
-}
-
-// launched apps, for activate_window by app and for the state record.
-type appState struct {
-	mu   sync.Mutex
-	pids map[int]string // pid → app
-	list []App
-}
 
 func (s *Server) launchApp(ctx context.Context, a aci.Action, res *wire.ActResult) error {
 	if a.App == "" {
@@ -168,18 +154,6 @@ func (s *Server) startApp(app string, args []string) (pid int, exited <-chan str
 	return pid, done, nil
 }
 
-func (s *Server) appPIDs(app string) map[int]bool {
-	s.apps.mu.Lock()
-	defer s.apps.mu.Unlock()
-	out := map[int]bool{}
-	for pid, a := range s.apps.pids {
-		if a == app || filepath.Base(a) == app {
-			out[pid] = true
-		}
-	}
-	return out
-}
-
 // record appends app to the state record, crash-safe.
 func (s *Server) record(app App) error {
 	if s.cfg.StateDir == "" {
@@ -196,22 +170,6 @@ func (s *Server) record(app App) error {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(s.cfg.StateDir, AppsFile), b, 0o644)
-}
-
-// ReadApps reads the apps recorded in dir (none if the record is missing).
-func ReadApps(dir string) ([]App, error) {
-	b, err := os.ReadFile(filepath.Join(dir, AppsFile))
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var apps []App
-	if err := json.Unmarshal(b, &apps); err != nil {
-		return nil, fmt.Errorf("guest: %s: %w", AppsFile, err)
-	}
-	return apps, nil
 }
 
 // Relaunch starts every app recorded in Config.StateDir again (a forked
@@ -248,4 +206,100 @@ func (s *Server) relaunch(ctx context.Context, await bool) (int, error) {
 		}
 	}
 	return len(apps), nil
+}
+
+// prepareBrowser adds the sandbox's flags and the DevTools pipe to cmd (a
+// Chromium about to start). After the start, attach with the pid; on a
+// failed start, call the returned cleanup.
+func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-chan struct{}), cleanup func(), err error) {
+	w, h := 0, 0
+	_ = s.x.run(context.Background(), 0, func(x *xconn) error { w, h = x.w, x.h; return nil })
+	addr, err := s.web.ensure(s.cfg.Logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Chromium reads commands from fd 3 and writes replies to fd 4.
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	respR, respW, err := os.Pipe()
+	if err != nil {
+		cmdR.Close()
+		cmdW.Close()
+		return nil, nil, err
+	}
+	// A profile restored from a checkpoint holds the lock of the Chromium
+	// that ran when it was taken; should its pid be alive here, Chromium
+	// would take the profile for one in use and quit. The lock goes first,
+	// removed by a shell running as the agent (no path of the agent's is
+	// touched with guestd's rights).
+	cmd.Args = append(append([]string{"sh", "-c", dropSingleton, cmd.Path}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
+	// Chromium joins the session's accessibility bus (the tree of
+	// observe.a11y) only when told that assistive technology is on.
+	cmd.Env = append(append([]string(nil), cmd.Env...), "ACCESSIBILITY_ENABLED=1")
+	cmd.ExtraFiles = []*os.File{cmdR, respW}
+	cleanup = func() { cmdR.Close(); cmdW.Close(); respR.Close(); respW.Close() }
+	attach = func(pid int, exited <-chan struct{}) {
+		cmdR.Close()
+		respW.Close()
+		conn := chromedp.NewPipeConn(&boundedMessages{r: respR, max: maxDevToolsMessage}, cmdW)
+		actx, acancel := chromedp.NewAllocatorContext(context.Background(), pipeAllocator{conn})
+		tctx, tcancel := chromedp.NewContext(actx)
+		bc := &browserConn{pid: pid, exited: exited, root: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
+		// chromedp attaches on a context's first run and ties the
+		// connection to that run's context: attach on the browser's own,
+		// so a call's deadline never closes the pipe (Chromium exits
+		// when its DevTools pipe closes).
+		go func() {
+			bc.ctx, bc.initErr = attachTab(tctx)
+			if bc.ctx == nil {
+				bc.ctx = tctx
+			} else {
+				bc.followLoads()
+			}
+			close(bc.ready)
+		}()
+		s.browser.mu.Lock()
+		old := s.browser.conn
+		s.browser.conn = bc
+		s.browser.mu.Unlock()
+		if old != nil {
+			old.cancel()
+		}
+		go func() {
+			<-exited
+			s.browser.mu.Lock()
+			if s.browser.conn == bc {
+				s.browser.conn = nil
+			}
+			s.browser.mu.Unlock()
+			bc.cancel()
+		}()
+	}
+	return attach, cleanup, nil
+}
+
+// prepareOffice makes sure the agent's LibreOffice profile has the
+// sandbox's settings (WriteOfficeProfile; a family's golden setup starts
+// LibreOffice once, so its episodes find the profile already made) and
+// starts it without the recovery dialog or the splash screen.
+func (s *Server) prepareOffice(cmd *exec.Cmd) error {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if id := s.cfg.Agent; id.distinct() {
+		uid, gid = id.UID, id.GID
+	}
+	if err := WriteOfficeProfile(envHome(s.cfg.Env), uid, gid); err != nil {
+		return aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
+	}
+	// The profile is named outright: LibreOffice locates it from the
+	// user's passwd entry otherwise, and a sandbox uid has none (it then
+	// stops at "user installation could not be completed").
+	flags := []string{"--norestore", "--nologo"}
+	if !slices.ContainsFunc(cmd.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-env:UserInstallation=") }) {
+		flags = append(flags, "-env:UserInstallation=file://"+filepath.Join(append([]string{envHome(s.cfg.Env)}, officeProfileDir[:3]...)...))
+	}
+	cmd.Args = append(append([]string{cmd.Args[0]}, flags...), cmd.Args[1:]...)
+	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,79 +109,6 @@ func (bc *browserConn) attached(ctx context.Context) error {
 type browserState struct {
 	mu   sync.Mutex
 	conn *browserConn
-}
-
-// prepareBrowser adds the sandbox's flags and the DevTools pipe to cmd (a
-// Chromium about to start). After the start, attach with the pid; on a
-// failed start, call the returned cleanup.
-func (s *Server) prepareBrowser(cmd *exec.Cmd) (attach func(pid int, exited <-chan struct{}), cleanup func(), err error) {
-	w, h := 0, 0
-	_ = s.x.run(context.Background(), 0, func(x *xconn) error { w, h = x.w, x.h; return nil })
-	addr, err := s.web.ensure(s.cfg.Logf)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Chromium reads commands from fd 3 and writes replies to fd 4.
-	cmdR, cmdW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	respR, respW, err := os.Pipe()
-	if err != nil {
-		cmdR.Close()
-		cmdW.Close()
-		return nil, nil, err
-	}
-	// A profile restored from a checkpoint holds the lock of the Chromium
-	// that ran when it was taken; should its pid be alive here, Chromium
-	// would take the profile for one in use and quit. The lock goes first,
-	// removed by a shell running as the agent (no path of the agent's is
-	// touched with guestd's rights).
-	cmd.Args = append(append([]string{"sh", "-c", dropSingleton, cmd.Path}, chromiumFlags(w, h, addr)...), cmd.Args[1:]...)
-	cmd.Path = "/bin/sh"
-	// Chromium joins the session's accessibility bus (the tree of
-	// observe.a11y) only when told that assistive technology is on.
-	cmd.Env = append(append([]string(nil), cmd.Env...), "ACCESSIBILITY_ENABLED=1")
-	cmd.ExtraFiles = []*os.File{cmdR, respW}
-	cleanup = func() { cmdR.Close(); cmdW.Close(); respR.Close(); respW.Close() }
-	attach = func(pid int, exited <-chan struct{}) {
-		cmdR.Close()
-		respW.Close()
-		conn := chromedp.NewPipeConn(&boundedMessages{r: respR, max: maxDevToolsMessage}, cmdW)
-		actx, acancel := chromedp.NewAllocatorContext(context.Background(), pipeAllocator{conn})
-		tctx, tcancel := chromedp.NewContext(actx)
-		bc := &browserConn{pid: pid, exited: exited, root: tctx, cancel: func() { tcancel(); acancel(); conn.Close() }, ready: make(chan struct{})}
-		// chromedp attaches on a context's first run and ties the
-		// connection to that run's context: attach on the browser's own,
-		// so a call's deadline never closes the pipe (Chromium exits
-		// when its DevTools pipe closes).
-		go func() {
-			bc.ctx, bc.initErr = attachTab(tctx)
-			if bc.ctx == nil {
-				bc.ctx = tctx
-			} else {
-				bc.followLoads()
-			}
-			close(bc.ready)
-		}()
-		s.browser.mu.Lock()
-		old := s.browser.conn
-		s.browser.conn = bc
-		s.browser.mu.Unlock()
-		if old != nil {
-			old.cancel()
-		}
-		go func() {
-			<-exited
-			s.browser.mu.Lock()
-			if s.browser.conn == bc {
-				s.browser.conn = nil
-			}
-			s.browser.mu.Unlock()
-			bc.cancel()
-		}()
-	}
-	return attach, cleanup, nil
 }
 
 // attachTab attaches chromedp to Chromium's first tab through root, the

@@ -369,3 +369,25 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	return atomicfile.Write(path, data, mode)
 }
+
+// asAgent makes cmd run as the agent's identity (apps, commands the host
+// runs for setup, the window manager).
+func (s *Server) asAgent(cmd *exec.Cmd) { s.cfg.Agent.credential(cmd) }
+
+// Isolated reports whether verifiers run as an identity the agent's
+// processes cannot signal, trace or open: a scoring identity distinct from
+// the agent's, and guestd itself neither.
+func (s *Server) Isolated() bool {
+	return s.cfg.Agent.distinct() && s.cfg.Scorer.distinct() && s.cfg.Agent.UID != s.cfg.Scorer.UID
+}
+
+// startAgent starts cmd as the agent (see procTable.start), in the agent's
+// cgroups from its first instruction.
+func (s *Server) startAgent(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
+	s.asAgent(cmd)
+	start := s.procs.start
+	if s.idle != nil {
+		start = s.idle.wrap(start)
+	}
+	return s.cfg.AgentCgroups.Start(cmd, start)
+}

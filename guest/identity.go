@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/shinken-rl/shinken/aci"
-	"golang.org/x/sys/unix"
 )
 
 // Identity is a uid and gid that processes run as.
@@ -32,17 +31,6 @@ func (id *Identity) credential(cmd *exec.Cmd) {
 	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(id.UID), Gid: uint32(id.GID), Groups: []uint32{}}
 }
 
-// asAgent makes cmd run as the agent's identity (apps, commands the host
-// runs for setup, the window manager).
-func (s *Server) asAgent(cmd *exec.Cmd) { s.cfg.Agent.credential(cmd) }
-
-// Isolated reports whether verifiers run as an identity the agent's
-// processes cannot signal, trace or open: a scoring identity distinct from
-// the agent's, and guestd itself neither.
-func (s *Server) Isolated() bool {
-	return s.cfg.Agent.distinct() && s.cfg.Scorer.distinct() && s.cfg.Agent.UID != s.cfg.Scorer.UID
-}
-
 // startError types a failure to start a program the agent asked for: a
 // missing or non-executable program is the agent's invalid action, running
 // out of processes (its own fork bomb under its RLIMIT_NPROC) is an
@@ -55,15 +43,4 @@ func startError(what, prog string, err error) error {
 		return aci.Errorf(aci.CodeInvalidAction, "%s: start %s: %v", what, prog, err)
 	}
 	return aci.Errorf(aci.CodeInternal, "%s: start %s: %v", what, prog, err)
-}
-
-// startAgent starts cmd as the agent (see procTable.start), in the agent's
-// cgroups from its first instruction.
-func (s *Server) startAgent(cmd *exec.Cmd) (int, <-chan unix.WaitStatus, error) {
-	s.asAgent(cmd)
-	start := s.procs.start
-	if s.idle != nil {
-		start = s.idle.wrap(start)
-	}
-	return s.cfg.AgentCgroups.Start(cmd, start)
 }

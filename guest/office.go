@@ -3,13 +3,8 @@ package guest
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 
-	"github.com/shinken-rl/shinken/aci"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,26 +169,3 @@ var officeNames = map[string]bool{"libreoffice": true, "soffice": true, "localc"
 
 // isOffice reports whether app starts LibreOffice.
 func isOffice(app string) bool { return officeNames[filepath.Base(app)] }
-
-// prepareOffice makes sure the agent's LibreOffice profile has the
-// sandbox's settings (WriteOfficeProfile; a family's golden setup starts
-// LibreOffice once, so its episodes find the profile already made) and
-// starts it without the recovery dialog or the splash screen.
-func (s *Server) prepareOffice(cmd *exec.Cmd) error {
-	uid, gid := os.Geteuid(), os.Getegid()
-	if id := s.cfg.Agent; id.distinct() {
-		uid, gid = id.UID, id.GID
-	}
-	if err := WriteOfficeProfile(envHome(s.cfg.Env), uid, gid); err != nil {
-		return aci.Errorf(aci.CodeInvalidAction, "launch_app: %v", err)
-	}
-	// The profile is named outright: LibreOffice locates it from the
-	// user's passwd entry otherwise, and a sandbox uid has none (it then
-	// stops at "user installation could not be completed").
-	flags := []string{"--norestore", "--nologo"}
-	if !slices.ContainsFunc(cmd.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-env:UserInstallation=") }) {
-		flags = append(flags, "-env:UserInstallation=file://"+filepath.Join(append([]string{envHome(s.cfg.Env)}, officeProfileDir[:3]...)...))
-	}
-	cmd.Args = append(append([]string{cmd.Args[0]}, flags...), cmd.Args[1:]...)
-	return nil
-}

@@ -75,7 +75,7 @@ func (s *Server) reset(ctx context.Context, a wire.ResetArgs) (*wire.ResetResult
 func (s *Server) quiesce(ctx context.Context) (*wire.ResetResult, error) {
 	s.score.Lock()
 	defer s.score.Unlock()
-	keep := s.exempt()
+	keep := s.cfg.exempt()
 	kept := 0
 	if s.cfg.Keep != nil {
 		for _, p := range s.cfg.Keep() {

@@ -51,7 +51,7 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	if err := s.cfg.AgentCgroups.Freeze(fctx); err != nil {
 		s.cfg.Logf("guest: score: %v; the sweep stops the agent's processes", err)
 	}
-	n, err := freeze(fctx, s.exempt())
+	n, err := freeze(fctx, s.cfg.exempt())
 	cancel()
 	if err != nil {
 		return nil, err
@@ -110,17 +110,6 @@ func (s *Server) runScore(ctx context.Context, a wire.ScoreArgs) (*wire.ScoreRes
 	}
 	out.ExecResult = *res
 	return out, nil
-}
-
-// exempt is the set of processes the freeze leaves running.
-func (s *Server) exempt() map[int]bool {
-	ex := map[int]bool{os.Getpid(): true}
-	if s.cfg.Exempt != nil {
-		for _, p := range s.cfg.Exempt() {
-			ex[p] = true
-		}
-	}
-	return ex
 }
 
 func setEnvVar(env []string, key, val string) []string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -499,4 +500,29 @@ func (s *Server) xRunning() bool {
 func zombieProc(pid int) bool {
 	st, err := procstat.Read(pid)
 	return err == nil && st.State == 'Z'
+}
+
+// Listen opens a listener from a guestd address: "unix:/path" or "tcp:host:port".
+// A stale unix socket file at path is removed first.
+func Listen(addr string) (net.Listener, error) {
+	network, a, err := SplitAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if fi, err := os.Lstat(a); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(a)
+		}
+	}
+	return net.Listen(network, a)
+}
+
+// SplitAddr splits "unix:/path" or "tcp:host:port" into a network and address.
+func SplitAddr(addr string) (network, address string, err error) {
+	for _, n := range []string{"unix", "tcp"} {
+		if len(addr) > len(n)+1 && addr[:len(n)+1] == n+":" {
+			return n, addr[len(n)+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("guest: address %q: want unix:/path or tcp:host:port", addr)
 }

@@ -241,7 +241,7 @@ func (s *Server) activateWindow(ctx context.Context, a aci.Action, res *wire.Act
 	if a.WindowID == 0 && a.App == "" {
 		return invalid("activate_window needs window_id or app")
 	}
-	pids := s.appPIDs(a.App)
+	pids := s.apps.pidsOf(a.App)
 	return s.x.run(ctx, 0, func(x *xconn) error {
 		w := xproto.Window(a.WindowID)
 		if w == 0 {

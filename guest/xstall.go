@@ -33,39 +33,45 @@ import (
 // fork bomb just ended, may take a while to serve it).
 const stallProbe = xTimeout
 
+// stallCheck is a display's stalled hook for a server of cfg whose launched
+// apps are apps.
+func stallCheck(cfg *Config, apps *appState) func(within time.Duration) error {
+	return func(within time.Duration) error { return xStalled(cfg, apps, within) }
+}
+
 // xStalled diagnoses a stall of the X server that guestd's connection saw:
 // a typed agent_error when the agent's processes held it, nil when the
 // server stays stalled without them.
-func (s *Server) xStalled(within time.Duration) error {
+func xStalled(cfg *Config, apps *appState, within time.Duration) error {
 	xpid := 0
-	if s.cfg.Exempt != nil {
-		if ex := s.cfg.Exempt(); len(ex) > 0 {
+	if cfg.Exempt != nil {
+		if ex := cfg.Exempt(); len(ex) > 0 {
 			xpid = ex[0]
 		}
 	}
 	if xpid > 0 {
 		busyUntil := time.Now().Add(xTimeout)
 		for serverBusy(xpid) && time.Now().Before(busyUntil) {
-			if xAnswers(s.cfg.Display, 100*time.Millisecond) {
+			if xAnswers(cfg.Display, 100*time.Millisecond) {
 				return nil // merely slow: the caller's error stands
 			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
-	n, err := sweep(ctx, s.exempt(), func() error { return nil })
+	n, err := sweep(ctx, cfg.exempt(), func() error { return nil })
 	if err != nil {
 		// A process that outlived the sweep's deadline: the X server may
 		// answer all the same, once the rest are gone.
-		s.cfg.Logf("guest: x stall: ending the agent's processes: %v", err)
+		cfg.Logf("guest: x stall: ending the agent's processes: %v", err)
 	}
-	s.apps.mu.Lock()
-	s.apps.list = nil
-	s.apps.mu.Unlock()
-	if !xAnswers(s.cfg.Display, stallProbe) {
+	apps.mu.Lock()
+	apps.list = nil
+	apps.mu.Unlock()
+	if !xAnswers(cfg.Display, stallProbe) {
 		return nil
 	}
-	s.cfg.Logf("guest: x server did not answer within %v until %d process(es) of the agent ended", within, n)
+	cfg.Logf("guest: x server did not answer within %v until %d process(es) of the agent ended", within, n)
 	return aci.Errorf(aci.CodeAgentError, "the X server stopped answering for %v and answered again once the agent's %d process(es) were ended: a client of the agent's held it (a server grab); the desktop's apps are gone", within.Round(time.Millisecond), n)
 }
 
