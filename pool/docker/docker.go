@@ -57,6 +57,10 @@ const (
 	LabelManaged  = "org.shinken.managed"  // "true"
 	LabelInstance = "org.shinken.instance" // Options.Instance
 	LabelRun      = "org.shinken.run"      // random per New
+	// LabelOwner names the server process that made it: its pid
+	// namespace, pid and start time (ownerLabel). Any server's start
+	// removes what a dead owner of its own pid namespace left.
+	LabelOwner = "org.shinken.owner"
 )
 
 // Paths inside the container.
@@ -142,6 +146,7 @@ type Provider struct {
 	opts     Options
 	seccomp  string // the engine's default seccomp profile, as JSON
 	run      string
+	owner    string // LabelOwner of what it makes
 	stateDir string
 
 	watchCtx    context.Context // ends the watchers on Close
@@ -215,6 +220,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 		opts:    opts,
 		seccomp: seccomp,
 		run:     randomID(),
+		owner:   ownerLabel(),
 		boxes:   make(map[string]*box),
 		snaps:   make(map[string]*snapshot),
 	}
@@ -521,6 +527,7 @@ func (p *Provider) containerConfig(spec pool.Spec, dir, seed string, agentUID in
 			LabelManaged:  "true",
 			LabelInstance: p.opts.Instance,
 			LabelRun:      p.run,
+			LabelOwner:    p.owner,
 		},
 	}
 	hcfg := &container.HostConfig{

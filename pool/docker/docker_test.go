@@ -20,6 +20,7 @@ import (
 	"github.com/shinken-rl/shinken/guest/client"
 	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/images"
+	"github.com/shinken-rl/shinken/internal/procstat"
 	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/pool/pooltest"
 	"github.com/shinken-rl/shinken/pool/process"
@@ -419,5 +420,45 @@ func TestSweepRemovesOrphans(t *testing.T) {
 	}
 	if err := other.Alive(ctx, bystander.ID); err != nil {
 		t.Errorf("other instance's sandbox after sweep: got %v; want alive", err)
+	}
+}
+
+// TestSweepRemovesDeadOwners: a server killed without Close leaves its
+// containers running under an instance no later server may share (a test's
+// temporary state dir); any provider's start removes them once their owner
+// process has ended, and leaves a live owner's alone.
+func TestSweepRemovesDeadOwners(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 5*time.Minute)
+	dead := exec.Command("true")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := procstat.Read(dead.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Wait()
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := newProvider(t)
+	killed.owner = fmt.Sprintf("%s %d %d", ns, dead.Process.Pid, st.Start)
+	sb, err := killed.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	live := newProvider(t)
+	bystander, err := live.Create(ctx, pool.Spec{})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	newProvider(t) // another server starts
+	if _, err := engine(t).ContainerInspect(ctx, sb.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("a dead owner's container after a start: got %v; want not found", err)
+	}
+	if err := live.Alive(ctx, bystander.ID); err != nil {
+		t.Errorf("a live owner's sandbox after a start: got %v; want alive", err)
 	}
 }

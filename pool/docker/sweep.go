@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 // retry runs f up to 5 times with a growing pause while it fails and ctx
@@ -55,12 +57,26 @@ func (p *Provider) labelFilter() filters.Args {
 	)
 }
 
-// sweep removes the containers and snapshot images of this instance: those
-// of this run when own is set (Close), else those of every other run (the
-// orphans a crashed run left, at New).
+// sweep removes the containers and snapshot images of this run when own
+// is set (Close); else, at New, the orphans of dead servers: those of every
+// other run of this instance (a crashed predecessor with the same state
+// dir), and those any instance made whose owner process (LabelOwner) has
+// ended — a killed server's containers, which nothing else would end.
 func (p *Provider) sweep(ctx context.Context, own bool) error {
-	mine := func(labels map[string]string) bool { return (labels[LabelRun] == p.run) == own }
-	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: p.labelFilter()})
+	mine := func(labels map[string]string) bool {
+		if own {
+			return labels[LabelRun] == p.run
+		}
+		if labels[LabelInstance] == p.opts.Instance && labels[LabelRun] != p.run {
+			return true
+		}
+		return ownerGone(labels[LabelOwner])
+	}
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	if own {
+		f = p.labelFilter()
+	}
+	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
@@ -73,7 +89,7 @@ func (p *Provider) sweep(ctx context.Context, own bool) error {
 	// Images: children before parents. A parent still has a child for a
 	// pass or so; keep passing while something gets removed.
 	for {
-		ims, err := p.cli.ImageList(ctx, image.ListOptions{All: true, Filters: p.labelFilter()})
+		ims, err := p.cli.ImageList(ctx, image.ListOptions{All: true, Filters: f})
 		if err != nil {
 			return errors.Join(append(errs, fmt.Errorf("list images: %w", err))...)
 		}
@@ -102,4 +118,36 @@ func (p *Provider) sweep(ctx context.Context, own bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownerLabel is LabelOwner's value for this process: its pid namespace,
+// pid and start time ("" when /proc cannot tell).
+func ownerLabel() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	st, err := procstat.Read(os.Getpid())
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %d %d", ns, os.Getpid(), st.Start)
+}
+
+// ownerGone says whether the owner a LabelOwner names has ended: it lived
+// in this process's pid namespace and its pid now names no process, or
+// another one. An owner in another pid namespace (a server in a container
+// of its own) is never judged from here.
+func ownerGone(owner string) bool {
+	var ns string
+	var pid int
+	var start uint64
+	if n, _ := fmt.Sscanf(owner, "%s %d %d", &ns, &pid, &start); n != 3 || pid <= 0 {
+		return false
+	}
+	if self, err := os.Readlink("/proc/self/ns/pid"); err != nil || self != ns {
+		return false
+	}
+	st, err := procstat.Read(pid)
+	return err != nil || st.Start != start || st.Gone()
 }
