@@ -119,7 +119,11 @@ func startCluster(dir, bin string) (*cluster, error) {
 		"--client-ca-file="+p("ca.crt"),
 		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.0.0.0/24", "--authorization-mode=Node,RBAC",
+		// A kubelet (the node test, node_test.go) is reached by its name,
+		// localhost, so exec and logs stay on loopback.
+		"--kubelet-client-certificate="+p("apiserver-kubelet-client.crt"), "--kubelet-client-key="+p("apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority="+p("ca.crt"), "--kubelet-preferred-address-types=Hostname",
 		"--endpoint-reconciler-type=none", "--allow-privileged=true"); err != nil {
 		return c, err
 	}
@@ -277,6 +281,18 @@ func writePKI(dir string) error {
 		return err
 	}
 	if err := leaf("admin", 3, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+		return err
+	}
+	// For the node test: the apiserver's client certificate to the kubelet,
+	// the kubelet's serving certificate and its node identity (the node is
+	// named localhost: a kubelet refuses a loopback node IP otherwise).
+	if err := leaf("apiserver-kubelet-client", 4, pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+		return err
+	}
+	if err := leaf("kubelet", 5, pkix.Name{CommonName: "localhost"}, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"}); err != nil {
+		return err
+	}
+	if err := leaf("node", 6, pkix.Name{CommonName: "system:node:localhost", Organization: []string{"system:nodes"}}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
 		return err
 	}
 	sa, err := newKey()
