@@ -49,8 +49,8 @@ type display struct {
 
 	clip    clipOffer       // the text this guest offers as CLIPBOARD owner (clipboard.go)
 	pipe    capturePipeline // the frames observe delivers (capture.go; guarded by sem, but for its buffers)
-	initial *xInitial       // the X state a reset returns to (guarded by sem)
-	quiet   *quiescence     // ends settles on quiescence; nil: damage windows only (Config.SettleIdle)
+	initial *xInitial       // the X state a reset returns to (xreset.go; guarded by sem)
+	quiet   *quiescence     // ends settles on quiescence (quiesce.go); nil: damage windows only (Config.SettleIdle)
 }
 
 func newDisplay(name string) *display {
