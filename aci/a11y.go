@@ -29,9 +29,6 @@ const (
 	SetValue Verb = "set_value"
 )
 
-// A11yVerbs are the verbs that need the accessibility tree.
-var A11yVerbs = []Verb{InvokeAction, SetValue}
-
 // CodeStaleElementRef: an element ref that no longer resolves (the element
 // is gone or off screen); re-observe and use a current id.
 const CodeStaleElementRef Code = "stale_element_ref"

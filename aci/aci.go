@@ -7,6 +7,7 @@ package aci
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Verb names one agent (or desktop) action.
@@ -35,18 +36,55 @@ const (
 	Fail           Verb = "fail"
 )
 
-// AgentVerbs lists, in a stable order, every verb an agent may send.
-var AgentVerbs = []Verb{
-	Click, DoubleClick, RightClick, Move, Scroll, Drag, MouseDown, MouseUp,
-	TypeText, Key, Wait, Screenshot, LaunchApp, ActivateWindow,
-	ClipboardGet, ClipboardSet, ListWindows, Done, Fail,
-	InvokeAction, SetValue,
+// verbTable is the one list of verbs: every verb an agent may send, in the
+// order /v1/spec lists them, and who carries it out. The lists below are
+// read off it.
+var verbTable = []struct {
+	verb Verb
+	by   verbDoer
+}{
+	{Click, byGuest}, {DoubleClick, byGuest}, {RightClick, byGuest}, {Move, byGuest},
+	{Scroll, byGuest}, {Drag, byGuest}, {MouseDown, byGuest}, {MouseUp, byGuest},
+	{TypeText, byGuest}, {Key, byGuest}, {Wait, byGuest}, {Screenshot, byGuest},
+	{LaunchApp, byGuest}, {ActivateWindow, byGuest},
+	{ClipboardGet, byGuest}, {ClipboardSet, byGuest}, {ListWindows, byGuest},
+	{Done, byServer}, {Fail, byServer},
+	{InvokeAction, byGuestTree}, {SetValue, byGuestTree},
 }
+
+// verbDoer says who carries a verb out.
+type verbDoer int
+
+const (
+	byGuest     verbDoer = iota // guestd, on the desktop
+	byServer                    // the env server (the episode's end)
+	byGuestTree                 // guestd, through the accessibility tree
+)
+
+func verbsBy(keep func(verbDoer) bool) []Verb {
+	var out []Verb
+	for _, v := range verbTable {
+		if keep(v.by) {
+			out = append(out, v.verb)
+		}
+	}
+	return out
+}
+
+var (
+	// AgentVerbs lists, in a stable order, every verb an agent may send.
+	AgentVerbs = verbsBy(func(verbDoer) bool { return true })
+	// GuestVerbs are the verbs guestd carries out on the desktop (done and
+	// fail are the env server's; A11yVerbs need the tree).
+	GuestVerbs = verbsBy(func(d verbDoer) bool { return d == byGuest })
+	// A11yVerbs are the verbs that need the accessibility tree.
+	A11yVerbs = verbsBy(func(d verbDoer) bool { return d == byGuestTree })
+)
 
 // Known reports whether v is an agent verb.
 func (v Verb) Known() bool {
-	for _, k := range AgentVerbs {
-		if v == k {
+	for _, k := range verbTable {
+		if v == k.verb {
 			return true
 		}
 	}
@@ -117,6 +155,16 @@ const (
 	FormatJPEG = "jpeg"
 	FormatRaw  = "raw" // RGB24, row-major, no padding
 )
+
+// Formats is the one list of observation formats an agent may ask for, in
+// the order /v1/spec lists them.
+var Formats = []string{FormatPNG, FormatJPEG, FormatRaw}
+
+// KnownFormat reports whether f is one of Formats.
+func KnownFormat(f string) bool { return slices.Contains(Formats, f) }
+
+// DefaultJPEGQuality is a jpeg observation's quality when none is asked for.
+const DefaultJPEGQuality = 80
 
 // Observation scopes.
 const (

@@ -85,7 +85,7 @@ func (s *Server) observeFor(o *api.Observe) (api.Observe, error) {
 		obs.Quality = 0
 	case aci.FormatJPEG:
 		if obs.Quality == 0 {
-			obs.Quality = 80
+			obs.Quality = aci.DefaultJPEGQuality
 		}
 		if obs.Quality < 1 || obs.Quality > 100 {
 			return obs, aci.Errorf(aci.CodeBadRequest, "observe.quality %d: must be 1..100", obs.Quality)
@@ -588,7 +588,7 @@ func (s *Server) spec() *api.Spec {
 		Protocol: api.Protocol,
 		Dialects: dialect.Names(),
 		Observation: api.ObservationSpec{
-			Formats: []string{aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw},
+			Formats: slices.Clone(aci.Formats),
 			Default: s.cfg.DefaultObserve,
 		},
 		Pool: api.PoolSpec{

@@ -230,7 +230,7 @@ func (u *uiSource) Frame(hash string) ([]byte, string, error) {
 // It tries the likely encodings first and scans only when those miss.
 func (c *frameCache) peekHash(hash string, def api.Observe) (data []byte, format string, ok bool) {
 	for _, k := range []frameKey{
-		{hash, def.Format, def.Quality}, {hash, aci.FormatPNG, 0}, {hash, aci.FormatJPEG, 80}, {hash, aci.FormatRaw, 0},
+		{hash, def.Format, def.Quality}, {hash, aci.FormatPNG, 0}, {hash, aci.FormatJPEG, aci.DefaultJPEGQuality}, {hash, aci.FormatRaw, 0},
 	} {
 		data, hit := c.lru.Peek(k)
 		if data, hit = decodeStored(k.format, data, hit); hit {

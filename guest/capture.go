@@ -248,7 +248,7 @@ func (p *capturePipeline) encode(f *frame, format string, quality int) ([]byte, 
 		return p.png.Encode(nil, f.rgb, f.w, f.h)
 	}
 	if quality == 0 {
-		quality = defaultJPEGQuality
+		quality = aci.DefaultJPEGQuality
 	}
 	// Straight from RGB24 too, at about an eighth of image/jpeg's cost,
 	// coding only the rows of MCUs that changed.

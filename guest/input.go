@@ -19,17 +19,9 @@ const (
 	typeSyncEvery = 128 // characters between round trips while typing
 )
 
-// guestVerbs are the act verbs this guest executes (done/fail belong to the
-// env server).
-var guestVerbs = []aci.Verb{
-	aci.Click, aci.DoubleClick, aci.RightClick, aci.Move, aci.Scroll, aci.Drag, aci.MouseDown, aci.MouseUp,
-	aci.TypeText, aci.Key, aci.Wait, aci.Screenshot, aci.LaunchApp, aci.ActivateWindow,
-	aci.ClipboardGet, aci.ClipboardSet, aci.ListWindows,
-}
-
 func (s *Server) verbNames() []string {
-	out := make([]string, 0, len(guestVerbs)+len(aci.A11yVerbs))
-	for _, v := range guestVerbs {
+	out := make([]string, 0, len(aci.GuestVerbs)+len(aci.A11yVerbs))
+	for _, v := range aci.GuestVerbs {
 		out = append(out, string(v))
 	}
 	if s.a11y != nil {

@@ -14,8 +14,6 @@ import (
 	"github.com/shinken-rl/shinken/internal/rgbs2"
 )
 
-const defaultJPEGQuality = 80
-
 // frame is one capture in RGB24 after scope and downscale.
 type frame struct {
 	rgb     []byte
@@ -30,10 +28,8 @@ type frame struct {
 }
 
 func validateObserve(o wire.ObserveArgs) error {
-	switch o.Format {
-	case "", aci.FormatPNG, aci.FormatJPEG, aci.FormatRaw, wire.FormatRawS2:
-	default:
-		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want png, jpeg, raw or raws2)", o.Format)
+	if o.Format != "" && o.Format != wire.FormatRawS2 && !aci.KnownFormat(o.Format) {
+		return aci.Errorf(aci.CodeBadRequest, "observe: unknown format %q (want one of %v or %s)", o.Format, aci.Formats, wire.FormatRawS2)
 	}
 	if o.MaxLongEdge < 0 || o.Quality < 0 || o.Quality > 100 {
 		return aci.Errorf(aci.CodeBadRequest, "observe: negative or out-of-range max_long_edge/quality")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -438,7 +439,7 @@ func (s *Server) hello(ctx context.Context, body []byte) (*wire.Welcome, error) 
 		Version:         Version,
 		Verbs:           s.verbNames(),
 		Methods:         methods,
-		Formats:         []string{aci.FormatRaw, wire.FormatRawS2, aci.FormatPNG, aci.FormatJPEG},
+		Formats:         append(slices.Clone(aci.Formats), wire.FormatRawS2),
 		FrameDedup:      true,
 		ObserveAfterAct: true,
 		A11y:            s.a11y != nil,
