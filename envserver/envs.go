@@ -415,3 +415,13 @@ func (s *Server) spec() *api.Spec {
 	}
 	return sp
 }
+
+// a11yVerb reports whether v needs the accessibility tree.
+func a11yVerb(v aci.Verb) bool {
+	for _, a := range aci.A11yVerbs {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
