@@ -1,12 +1,31 @@
 package envserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+	"image/png"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
+	"github.com/shinken-rl/shinken/envserver/render"
 	"github.com/shinken-rl/shinken/guest/wire"
+	"github.com/shinken-rl/shinken/internal/lru"
+	"github.com/shinken-rl/shinken/internal/rgbs2"
+	"github.com/zeebo/xxh3"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
 )
 
 // An env's observation: the request's settings (observe), the capture on
@@ -281,4 +300,373 @@ func (s *Server) a11yInto(ctx context.Context, obs *aci.Observation, t *aci.A11y
 	if s.rec != nil && full != "" {
 		s.rec.put(ctx, recordJob{hash: t.Hash, format: treeFormat, data: []byte(full)})
 	}
+}
+
+// frameKey names one encoding of one frame: the pixel hash plus how it was
+// encoded. The hash alone already fixes the pixels and dimensions.
+type frameKey struct {
+	hash    string
+	format  string
+	quality int
+}
+
+func (k frameKey) String() string { return k.hash + "/" + k.format + "/" + strconv.Itoa(k.quality) }
+
+// frameCache is the byte-bounded LRU shared by every env of a server: one
+// encoded copy of each frame however many envs show it. Raw (RGB24) frames
+// are kept S2-compressed, the form the recorder stores them in, and
+// decoded when read (docs/architecture.md, "Cost of a step"): a screen
+// compresses some twentyfold, so the budget holds that many more of them,
+// and the server's heap does not grow by a fresh 3 MB frame per step that
+// the cache keeps alive.
+type frameCache struct{ lru *lru.Bytes[frameKey] }
+
+func newFrameCache(maxBytes int64) *frameCache {
+	return &frameCache{lru.New[frameKey](maxBytes)}
+}
+
+// getStored returns k's bytes as the cache holds them (a raw frame
+// S2-compressed; decodeStored turns them back).
+func (c *frameCache) getStored(k frameKey) ([]byte, bool) { return c.lru.Get(k) }
+
+// put stores data under k and returns the bytes a recorder keeps: data
+// itself, or for a raw frame its S2 form (format wire.FormatRawS2). A frame
+// larger than the whole bound is not cached.
+func (c *frameCache) put(k frameKey, data []byte) (stored []byte) {
+	stored = data
+	if k.format == aci.FormatRaw {
+		if stored = compressRaw(data); stored == nil {
+			return nil
+		}
+	}
+	c.lru.Put(k, stored)
+	return stored
+}
+
+// putStored stores a frame already in the cache's form (a raw frame as
+// S2, straight from a guest that sends it so).
+func (c *frameCache) putStored(k frameKey, stored []byte) { c.lru.Put(k, stored) }
+
+// recent returns up to n hashes most recently used with this encoding, the
+// candidates a guest may answer not_modified against.
+func (c *frameCache) recent(format string, quality, n int) []string {
+	keys := c.lru.Recent(n, func(k frameKey) bool { return k.format == format && k.quality == quality })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.hash
+	}
+	return out
+}
+
+// stats reports the entry count and bytes held.
+func (c *frameCache) stats() (entries int, bytes int64) { return c.lru.Stats() }
+
+// s2Scratch holds S2's worst-case output buffers (megabytes, which S2
+// wants up front); only the compressed bytes are kept.
+var s2Scratch sync.Pool // *[]byte
+
+// compressRaw returns the S2 form of a raw frame, in a buffer of its own.
+func compressRaw(data []byte) []byte {
+	n := s2.MaxEncodedLen(len(data))
+	if n < 0 {
+		return nil // beyond S2's block size: not a frame X serves here
+	}
+	p, _ := s2Scratch.Get().(*[]byte)
+	if p == nil || cap(*p) < n {
+		b := make([]byte, n)
+		p = &b
+	}
+	out := bytes.Clone(s2.Encode((*p)[:n], data))
+	s2Scratch.Put(p)
+	return out
+}
+
+// storedFormat is the format under which the cache's form of a format's
+// frames is recorded: raw frames as wire.FormatRawS2, the rest as delivered.
+func storedFormat(format string) string {
+	if format == aci.FormatRaw {
+		return wire.FormatRawS2
+	}
+	return format
+}
+
+// decodeStored turns what the cache holds back into the frame's encoding.
+func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
+	if !ok || format != aci.FormatRaw {
+		return b, ok
+	}
+	raw, err := decodeRawS2(nil, b)
+	if err != nil {
+		return nil, false // only the cache wrote it; unreadable is a miss
+	}
+	return raw, true
+}
+
+// rawBufs holds the buffers raw frames are decoded into for delivery
+// (batch.decodeStored), handed back once the reply is written: a fresh
+// 3 MB buffer per raw step costs a page fault per 4 KiB page on first
+// touch (docs/architecture.md, "Cost of a step").
+var rawBufs sync.Pool // *[]byte
+
+// maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
+// would be far beyond any screen X serves here).
+const maxRawFrame = 64 << 20
+
+// decodeRawS2 decodes a stored raw frame into dst when it is large enough,
+// refusing one whose declared size is beyond maxRawFrame before allocating.
+func decodeRawS2(dst, b []byte) ([]byte, error) {
+	n, err := s2.DecodedLen(b)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxRawFrame {
+		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
+	}
+	return s2.Decode(dst[:cap(dst)], b)
+}
+
+// keptRaw is the last raw frame an env delivered, decoded, beside the raws2
+// block it was decoded from. A guest sends each raws2 frame as bands that
+// each decode on their own (internal/rgbs2), so the env's next frame decodes
+// only the bands whose bytes changed into this one instead of three
+// megabytes afresh (docs/architecture.md, "Cost of a step").
+type keptRaw struct {
+	w, h    int
+	blk     []byte // the raws2 block rgb was decoded from (shared with the frame cache, never written)
+	offs    []int  // its bands' offsets (rgbs2.Split)
+	rgb     []byte
+	scratch []byte
+	lent    atomic.Bool // a reply being written delivers rgb: it must not change
+}
+
+// maxKeptRawBytes bounds the decoded frames all envs keep together; an env
+// that finds no room decodes each raw frame whole, as without bands.
+const maxKeptRawBytes = 1 << 30
+
+// keptRawBytes is what all envs' keptRaw frames hold.
+var keptRawBytes atomic.Int64
+
+// dropRaw forgets e's kept frame (e.mu held). A reply still delivering it
+// keeps its bytes until it is written.
+func (e *env) dropRaw() {
+	if e.raw != nil {
+		keptRawBytes.Add(-int64(len(e.raw.rgb)))
+		e.raw = nil
+	}
+}
+
+// patchRaw returns shot's pixels decoded into e's kept frame, decoding only
+// the bands that differ from the kept frame's, and lends them to b's reply;
+// nil when shot has no bands, the kept frame is lent to a reply still being
+// written, no room is left under maxKeptRawBytes, or a band does not decode
+// on its own (the caller then decodes the frame whole). e.mu is held.
+func (b *batch) patchRaw(e *env, shot *wire.Shot) []byte {
+	if shot.Bands == nil {
+		return nil
+	}
+	offs, err := rgbs2.Split(shot.Data, shot.Bands, nil)
+	if err != nil {
+		return nil
+	}
+	kr := e.raw
+	if kr != nil && (kr.lent.Load() || kr.w != shot.W || kr.h != shot.H) {
+		e.dropRaw()
+		kr = nil
+	}
+	var old []byte
+	if kr == nil {
+		n := shot.W * shot.H * 3
+		if keptRawBytes.Add(int64(n)) > maxKeptRawBytes {
+			keptRawBytes.Add(-int64(n))
+			return nil
+		}
+		kr = &keptRaw{w: shot.W, h: shot.H, rgb: make([]byte, n)}
+		e.raw = kr
+	} else {
+		old = kr.blk
+	}
+	if kr.scratch, err = rgbs2.Patch(kr.rgb, kr.w, kr.h, old, kr.offs, shot.Data, offs, kr.scratch); err != nil {
+		e.dropRaw() // partly patched
+		return nil
+	}
+	kr.blk, kr.offs = shot.Data, offs
+	kr.lent.Store(true)
+	b.mu.Lock()
+	b.kept = append(b.kept, kr)
+	b.mu.Unlock()
+	return kr.rgb
+}
+
+// Set-of-Mark observations (docs/api.md, "Set-of-Mark"): observe.som
+// numbers the interactive elements of the accessibility tree, draws each
+// element's box and number on the frame, and lists the labels in
+// obs.marks. A step's target {kind: "mark", ref: "N"} then names the
+// element under label N of the env's last marked observation; the guest
+// resolves it as it resolves an element_ref (its current box), so a mark
+// whose element is gone is stale_element_ref.
+
+// maxMarks bounds the labels drawn on one frame.
+const maxMarks = 200
+
+// markRoles are the roles labelled even without an action of their own.
+var markRoles = map[string]bool{
+	"push button": true, "toggle button": true, "check box": true, "radio button": true,
+	"link": true, "entry": true, "password text": true, "text": true, "combo box": true,
+	"menu item": true, "check menu item": true, "radio menu item": true, "menu": true,
+	"page tab": true, "spin button": true, "slider": true, "list item": true,
+	"table cell": true, "tree item": true, "icon": true, "button": true,
+}
+
+// marksOf picks the interactive elements of a tree with a box on the
+// delivered part of the screen, numbered from 1 in the tree's order.
+func marksOf(els []aci.Element, d aci.Display) []aci.MarkLabel {
+	var out []aci.MarkLabel
+	src := image.Rect(d.SourceRect.X, d.SourceRect.Y, d.SourceRect.X+d.SourceRect.W, d.SourceRect.Y+d.SourceRect.H)
+	for _, e := range els {
+		if len(out) == maxMarks {
+			break
+		}
+		b := e.Box
+		if b.W <= 0 || b.H <= 0 || !(len(e.Actions) > 0 || markRoles[e.Role] || slices.Contains(e.States, "editable")) {
+			continue
+		}
+		if !image.Rect(b.X, b.Y, b.X+b.W, b.Y+b.H).Overlaps(src) {
+			continue
+		}
+		out = append(out, aci.MarkLabel{N: len(out) + 1, Ref: e.ID, Role: e.Role, Name: e.Name, Box: b})
+	}
+	return out
+}
+
+// markColor is the labels' colour: a saturated red no desktop theme uses
+// for text, as OSWorld's own Set-of-Mark drawings.
+var markColor = color.RGBA{230, 25, 75, 255}
+
+// drawMarks draws marks on an encoded frame and encodes it again in its
+// format.
+func drawMarks(data []byte, format string, quality int, d aci.Display, marks []aci.MarkLabel) ([]byte, error) {
+	img, err := render.Decode(data, format, d.W, d.H)
+	if err != nil {
+		return nil, err
+	}
+	rgba := render.ToRGBA(img)
+	fb := rgba.Bounds()
+	sx := float64(d.Delivered.W) / float64(max(d.SourceRect.W, 1))
+	sy := float64(d.Delivered.H) / float64(max(d.SourceRect.H, 1))
+	toFrame := func(x, y int) (int, int) {
+		return int(float64(x-d.SourceRect.X) * sx), int(float64(y-d.SourceRect.Y) * sy)
+	}
+	face := basicfont.Face7x13
+	for _, m := range marks {
+		x0, y0 := toFrame(m.Box.X, m.Box.Y)
+		x1, y1 := toFrame(m.Box.X+m.Box.W, m.Box.Y+m.Box.H)
+		r := image.Rect(x0, y0, x1, y1).Intersect(fb)
+		if r.Empty() {
+			continue
+		}
+		outline(rgba, r, markColor)
+		label := strconv.Itoa(m.N)
+		lw, lh := 7*len(label)+4, 13+2
+		lx, ly := min(max(r.Min.X, fb.Min.X), fb.Max.X-lw), min(max(r.Min.Y, fb.Min.Y), fb.Max.Y-lh)
+		bg := image.Rect(lx, ly, lx+lw, ly+lh).Intersect(fb)
+		draw.Draw(rgba, bg, image.NewUniform(markColor), image.Point{}, draw.Src)
+		dr := &font.Drawer{Dst: rgba, Src: image.White, Face: face, Dot: fixed.P(lx+2, ly+11)}
+		dr.DrawString(label)
+	}
+	var buf bytes.Buffer
+	switch format {
+	case aci.FormatPNG:
+		err = (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, rgba)
+	case aci.FormatJPEG:
+		err = jpeg.Encode(&buf, rgba, &jpeg.Options{Quality: quality})
+	default:
+		return nil, fmt.Errorf("observe.som draws on png or jpeg frames, not %s", format)
+	}
+	return buf.Bytes(), err
+}
+
+// outline draws r's border, two pixels wide, inside r.
+func outline(img *image.RGBA, r image.Rectangle, c color.RGBA) {
+	u := image.NewUniform(c)
+	for _, b := range []image.Rectangle{
+		image.Rect(r.Min.X, r.Min.Y, r.Max.X, r.Min.Y+2), image.Rect(r.Min.X, r.Max.Y-2, r.Max.X, r.Max.Y),
+		image.Rect(r.Min.X, r.Min.Y, r.Min.X+2, r.Max.Y), image.Rect(r.Max.X-2, r.Min.Y, r.Max.X, r.Max.Y),
+	} {
+		draw.Draw(img, b.Intersect(r), u, image.Point{}, draw.Src)
+	}
+}
+
+// markHash is the marked frame's content address: the frame's and the
+// marks' (what was drawn where).
+func markHash(frame string, marks []aci.MarkLabel) string {
+	h := xxh3.New()
+	h.WriteString("som\x00" + frame)
+	for _, m := range marks {
+		fmt.Fprintf(h, "\x00%d %d %d %d %d", m.N, m.Box.X, m.Box.Y, m.Box.W, m.Box.H)
+	}
+	sum := h.Sum128().Bytes()
+	return hex.EncodeToString(sum[:])
+}
+
+// markFrame turns obs into its Set-of-Mark form (e.mu held): the marks of
+// its tree drawn on its frame, the labels in obs.Marks and kept on e for
+// the next step's mark targets. data is the frame's bytes as the reply
+// would carry them (nil when the client has them); the marked frame's
+// bytes are returned the same way.
+func (s *Server) markFrame(ctx context.Context, e *env, b *batch, obs *aci.Observation, data []byte) ([]byte, error) {
+	marks := marksOf(obs.Elements, obs.Display)
+	obs.Marks = marks
+	if obs.Marks == nil {
+		obs.Marks = []aci.MarkLabel{}
+	}
+	e.marks = make(map[string]string, len(marks))
+	for _, m := range marks {
+		e.marks[strconv.Itoa(m.N)] = m.Ref
+	}
+	mk := frameKey{hash: markHash(obs.Frame, marks), format: b.obs.Format, quality: b.obs.Quality}
+	if b.have[mk.hash] {
+		obs.Frame = mk.hash
+		return nil, nil
+	}
+	if marked, ok := s.cache.getStored(mk); ok {
+		obs.Frame = mk.hash
+		return marked, nil
+	}
+	src := data
+	if src == nil {
+		var ok bool
+		if src, ok = s.cache.getStored(frameKey{hash: obs.Frame, format: b.obs.Format, quality: b.obs.Quality}); !ok {
+			return nil, aci.Errorf(aci.CodeInternal, "observe.som: frame %s left the cache before it was marked", obs.Frame)
+		}
+	}
+	marked, err := drawMarks(src, b.obs.Format, b.obs.Quality, obs.Display, marks)
+	if err != nil {
+		return nil, aci.Errorf(aci.CodeInternal, "observe.som: %v", err)
+	}
+	s.recordFrame(ctx, mk, s.cache.put(mk, marked))
+	obs.Frame = mk.hash
+	return marked, nil
+}
+
+// resolveMarks turns the mark targets of acts into the element refs the
+// env's last marked observation labelled (e.mu held); a label it did not
+// draw is stale_element_ref, for the first action that names one (its
+// index returned).
+func (e *env) resolveMarks(acts []aci.Action) (int, error) {
+	for i := range acts {
+		for _, t := range []*aci.Target{acts[i].Target, acts[i].To} {
+			if t == nil || t.Kind != aci.Mark {
+				continue
+			}
+			ref, ok := e.marks[t.Ref]
+			if !ok {
+				if e.marks == nil {
+					return i, aci.Errorf(aci.CodeStaleElementRef, "%s on mark %s: no observation of this episode drew marks (observe.som)", acts[i].Verb, t.Ref)
+				}
+				return i, aci.Errorf(aci.CodeStaleElementRef, "%s on mark %s: the last marked observation drew marks 1..%d", acts[i].Verb, t.Ref, len(e.marks))
+			}
+			*t = aci.Target{Kind: aci.ElementRef, Ref: ref}
+		}
+	}
+	return 0, nil
 }

@@ -2,11 +2,9 @@ package envserver
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shinken-rl/shinken/trajectory"
 )
@@ -22,23 +20,6 @@ const (
 	recordBatch  = 16
 	recordLinger = 50 * time.Millisecond
 )
-
-// maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
-// would be far beyond any screen X serves here).
-const maxRawFrame = 64 << 20
-
-// decodeRawS2 decodes a stored raw frame into dst when it is large enough,
-// refusing one whose declared size is beyond maxRawFrame before allocating.
-func decodeRawS2(dst, b []byte) ([]byte, error) {
-	n, err := s2.DecodedLen(b)
-	if err != nil {
-		return nil, err
-	}
-	if n > maxRawFrame {
-		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
-	}
-	return s2.Decode(dst[:cap(dst)], b)
-}
 
 // recordJob is one frame (or accessibility tree) to store.
 type recordJob struct {
