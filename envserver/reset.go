@@ -41,27 +41,6 @@ func (s *Server) reset(ctx context.Context, req *api.ResetRequest) (*batchReply,
 	return s.reply(b, slots), nil
 }
 
-func outcomeOf(e *aci.Error) string {
-	if e == nil {
-		return "ok"
-	}
-	return string(e.Code)
-}
-
-// distinctEnvs rejects a batch that names one env twice.
-func distinctEnvs(n int, id func(int) string) error {
-	seen := make(map[string]bool, n)
-	for i := 0; i < n; i++ {
-		if v := id(i); v != "" {
-			if seen[v] {
-				return aci.Errorf(aci.CodeBadRequest, "env %q listed twice in one batch", v)
-			}
-			seen[v] = true
-		}
-	}
-	return nil
-}
-
 func (s *Server) resetOne(ctx context.Context, b *batch, re *api.ResetEnv) slot {
 	fail := func(envID string, err error) slot {
 		return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
