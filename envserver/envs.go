@@ -2,7 +2,6 @@ package envserver
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -205,33 +204,6 @@ func (s *Server) endEpisode(e *env) {
 	if e.ep != nil && !e.ep.over {
 		s.finishEpisode(e, "")
 	}
-}
-
-// died handles a sandbox death seen by e (e.mu held): the episode ends with
-// reason (sandbox_died, or agent_error for a death at the sandbox's limits:
-// deathReason) and the lease goes back to the pool to be replaced.
-func (s *Server) died(e *env, cause error, reason trajectory.ExitReason) {
-	if e.lease != nil {
-		e.lease.Release(context.Background())
-		e.lease = nil
-	}
-	s.finishEpisode(e, reason)
-	s.cfg.Logf("envserver: env %s: sandbox died: %v", e.id, cause)
-}
-
-// leaseErr is why e's sandbox is gone: its lease's error, or a death when
-// it holds none.
-func (e *env) leaseErr() error {
-	if e.lease == nil {
-		return pool.ErrSandboxDied
-	}
-	return e.lease.Err()
-}
-
-// isDeath reports whether err means the sandbox is gone: its code says so
-// in the one error table (aci.Codes), or the lease has ended.
-func isDeath(err error, l *pool.Lease) bool {
-	return codeOf(err).Gone() || (l != nil && l.Err() != nil)
 }
 
 func (s *Server) spec() *api.Spec {

@@ -2,8 +2,6 @@ package envserver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/guest/wire"
-	"github.com/shinken-rl/shinken/pool"
 	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -318,18 +315,6 @@ func mapActions(acts []aci.Action, c aci.Coords, d *aci.Display) (failed int, er
 	return -1, nil
 }
 
-// goneBeforeStep answers a step whose sandbox is gone before it ran: an
-// end at the sandbox's limits is the agent's (deathReason) and the step's
-// result; any other ends the episode sandbox_died and fails the step.
-func (s *Server) goneBeforeStep(e *env, envID string) slot {
-	cause, ep := e.leaseErr(), e.ep
-	if reason, _, _ := deathReason(e.lease); reason == trajectory.AgentError && ep != nil {
-		return s.deathSlot(e, ep, cause)
-	}
-	s.died(e, cause, trajectory.SandboxDied)
-	return failSlot(envID, fmt.Errorf("env %s: %w", e.id, cause))
-}
-
 // act is the act stage: unless the agent already failed, the actions run
 // on the guest in order (runActions).
 func (s *Server) act(ctx context.Context, e *env, b *batch, r *stepRun) error {
@@ -546,51 +531,6 @@ func (s *Server) recordStep(e *env, rec trajectory.Step) {
 	ep.traj.Reward += rec.Reward
 	ep.mu.Unlock()
 	s.journalStep(ep, &rec)
-}
-
-// deathSlot ends e's episode on its sandbox's death and is the step's
-// result (see deathReason).
-func (s *Server) deathSlot(e *env, ep *episode, err error) slot {
-	reason, code, detail := deathReason(e.lease)
-	s.died(e, err, reason)
-	return slot{res: api.Result{
-		EnvID: e.id, EpisodeID: ep.traj.EpisodeID, Truncated: true,
-		Info:  &api.Info{Step: ep.step, Task: ep.traj.Task, ExitReason: string(reason)},
-		Error: &aci.Error{Code: code, Message: err.Error(), Detail: detail},
-	}}
-}
-
-// deathReason is how an episode whose sandbox died ends. A sandbox its
-// provider ended at one of its limits (memory) died of what the agent ran
-// in it: that is the agent's fault, agent_error with detail.reason, never
-// retried (a retry would reroll the policy that exhausted it). Any other
-// death is the infrastructure's, sandbox_died (docs/api.md, errors).
-func deathReason(l *pool.Lease) (trajectory.ExitReason, aci.Code, any) {
-	if d := limitDetail(l); d != nil {
-		return trajectory.AgentError, aci.CodeAgentError, d
-	}
-	return trajectory.SandboxDied, aci.CodeSandboxDied, nil
-}
-
-// limitDetail is the detail of a sandbox_died whose sandbox reached one of
-// its limits, {"reason": "oom"|"pids"}, or nil (docs/api.md, errors).
-func limitDetail(l *pool.Lease) any {
-	if l == nil {
-		return nil
-	}
-	var d any
-	if err := l.Err(); err != nil {
-		var e *aci.Error
-		if errors.As(err, &e) && e.Detail != nil {
-			return e.Detail
-		}
-	}
-	if sb := l.Sandbox(); sb != nil && sb.LimitHit != nil {
-		if r := sb.LimitHit(); r != "" {
-			d = map[string]any{"reason": r}
-		}
-	}
-	return d
 }
 
 // appAllowed enforces Task.Apps for launch_app: a task that gives the agent
