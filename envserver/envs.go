@@ -42,12 +42,12 @@ type env struct {
 	shown  atomic.Pointer[episode]
 	a11yEp string // the episode whose element ids the guest holds
 	// marks are the Set-of-Mark labels (number → element id) of the last
-	// marked observation of the episode (som.go).
+	// marked observation of the episode (observation.go).
 	marks map[string]string
 	// replay is the reply to the last step that carried a request_id, kept
 	// until the env's next step or episode (replay.go).
 	replay *stepReplay
-	raw    *keptRaw // the last raw frame delivered, decoded (rawframe.go)
+	raw    *keptRaw // the last raw frame delivered, decoded (observation.go)
 }
 
 // episode is one run of a task on an env; traj is guarded by mu so that
