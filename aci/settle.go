@@ -40,4 +40,8 @@ type SettleInfo struct {
 	TimedOut bool  `msgpack:"timed_out" json:"timed_out"`
 	Idle     bool  `msgpack:"idle,omitempty" json:"idle,omitempty"`
 	Frame    bool  `msgpack:"frame,omitempty" json:"frame,omitempty"`
+	// InputMS: how long after the action the apps it went to answered a
+	// ping, so had read its input; the first window counted from then.
+	// Absent when no app was asked (one that does not answer pings).
+	InputMS int64 `msgpack:"input_ms,omitempty" json:"input_ms,omitempty"`
 }

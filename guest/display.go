@@ -83,6 +83,9 @@ type xconn struct {
 
 	dmg         damageState   // screen damage (settle.go)
 	barrierAtom atomic.Uint32 // the barrier property, read by the event loop
+	wmProtocols atomic.Uint32 // WM_PROTOCOLS and _NET_WM_PING, read by the event loop (ping.go)
+	netWMPing   atomic.Uint32
+	pings       pings         // pings in flight (ping.go)
 	windowsWake chan struct{} // closed and replaced when the window list may have changed
 	windowsMu   sync.Mutex
 	xresPIDs    atomic.Int32 // whether the X-Resource extension's client pids are ours: 0 not asked yet, 1 yes, -1 no (windows.go)
@@ -300,6 +303,12 @@ func (x *xconn) setup() error {
 	}
 	b, _ := x.atom(barrierProperty)
 	x.barrierAtom.Store(uint32(b))
+	if p, err := x.atom("WM_PROTOCOLS"); err == nil {
+		if ping, err := x.atom("_NET_WM_PING"); err == nil {
+			x.netWMPing.Store(uint32(ping))
+			x.wmProtocols.Store(uint32(p))
+		}
+	}
 	// Window list changes (launch_app waits for its window on them).
 	xproto.ChangeWindowAttributes(x.c, x.root, xproto.CwEventMask,
 		[]uint32{xproto.EventMaskPropertyChange | xproto.EventMaskSubstructureNotify})
@@ -366,6 +375,10 @@ func (x *xconn) eventLoop() {
 			x.onDamage()
 		case xproto.MapNotifyEvent:
 			x.windowsChanged()
+		case xproto.ClientMessageEvent:
+			if token, ok := x.isPong(e); ok {
+				x.pings.onPong(token)
+			}
 		case xproto.PropertyNotifyEvent:
 			if x.isBarrier(e) {
 				x.dmg.bump(false)

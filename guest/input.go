@@ -62,6 +62,7 @@ func (s *Server) act(ctx context.Context, a wire.ActArgs) (*wire.ActResult, erro
 	}
 	if m != nil {
 		m.start = time.Now()
+		m.pointer = pointerVerb(a.Action.Verb)
 	}
 	if a.Observe != nil {
 		shot, err := s.observe(ctx, *a.Observe, m)

@@ -87,6 +87,7 @@ func (s *Server) observe(ctx context.Context, o wire.ObserveArgs, m *damageMark)
 		}
 		var frame <-chan browserNews
 		if afterInput {
+			m.taken = s.x.inputTaken(ctx, m.pointer, m.start.Add(time.Duration(o.Settle.MaxMS)*time.Millisecond))
 			fctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			frame = s.frameSignal(fctx, m.start.Add(time.Duration(o.Settle.MaxMS)*time.Millisecond))

@@ -219,6 +219,12 @@ type damageMark struct {
 	x     *xconn
 	seq   uint64
 	start time.Time
+	// pointer: the action moved or pressed the pointer (its input also
+	// went to the app under the pointer; ping.go).
+	pointer bool
+	// taken: when the apps the input went to answered a ping (ping.go);
+	// zero: none was asked, or one did not answer.
+	taken time.Time
 }
 
 // mark takes a barrier and returns the damage seen so far; a zero mark (no
@@ -259,11 +265,18 @@ func (d *display) settle(ctx context.Context, m damageMark, p aci.Settle, afterI
 	ceiling := m.start.Add(time.Duration(p.MaxMS) * time.Millisecond)
 	first := m.start
 	if afterInput {
-		first = m.start.Add(time.Duration(p.FirstMS) * time.Millisecond)
+		from := m.start
+		if m.taken.After(from) {
+			from = m.taken // the first window counts from when the app took the input
+		}
+		first = from.Add(time.Duration(p.FirstMS) * time.Millisecond)
 	} else if s := x.dmg.snap(); !s.last.IsZero() && m.start.Sub(s.last) < quiet {
 		m.seq-- // damage within the quiet period before the observe counts
 	}
 	info := &aci.SettleInfo{}
+	if !m.taken.IsZero() {
+		info.InputMS = max(0, m.taken.Sub(m.start).Milliseconds())
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
