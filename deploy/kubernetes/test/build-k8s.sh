@@ -1,7 +1,9 @@
 #!/bin/sh
-# build-k8s.sh OUTDIR builds the control-plane binaries `make test-k8s` runs
-# (kube-apiserver, kubectl, etcd) from the versions the kbuild module pins,
-# into OUTDIR, unless all three are already there: the Makefile names OUTDIR
+# build-k8s.sh OUTDIR [BINARY...] builds the Kubernetes binaries the tests
+# run from the versions the kbuild module pins, into OUTDIR, unless they are
+# already there. By default those `make test-k8s` runs (kube-apiserver,
+# kubectl, etcd); `make test-k8s-node` also names kubelet,
+# kube-controller-manager and kube-scheduler. The Makefile names OUTDIR
 # after the Kubernetes version and a hash of kbuild/go.mod, so a version bump
 # builds afresh and every later run reuses the cache.
 #
@@ -9,11 +11,13 @@
 # (peak ~2.8 GB RSS); warm: nothing to do.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: build-k8s.sh OUTDIR}
+out=${1:?usage: build-k8s.sh OUTDIR [BINARY...]}
+shift
 GO=${GO:-go}
+want=${*:-kube-apiserver kubectl etcd}
 
 missing=""
-for b in kube-apiserver kubectl etcd; do
+for b in $want; do
 	[ -x "$out/$b" ] || missing="$missing $b"
 done
 if [ -z "$missing" ]; then
@@ -36,6 +40,11 @@ for b in $missing; do
 	kube-apiserver) pkg=k8s.io/kubernetes/cmd/kube-apiserver ;;
 	kubectl) pkg=k8s.io/kubernetes/cmd/kubectl ;;
 	etcd) pkg=go.etcd.io/etcd/server/v3 ;;
+	kubelet | kube-controller-manager | kube-scheduler) pkg=k8s.io/kubernetes/cmd/$b ;;
+	*)
+		echo "build-k8s.sh: unknown binary $b" >&2
+		exit 2
+		;;
 	esac
 	$GO build -trimpath -ldflags="$ldf" -o "$tmp/$b" "$pkg"
 	mv "$tmp/$b" "$out/$b"
