@@ -29,6 +29,10 @@ again when a server fails, when no server is live, and at most every
 ``rediscover_s`` seconds before placing new envs: new pods join placement,
 pods gone, unready or being deleted leave it (even while they still answer).
 Envs stay on the server that holds them; forks stay beside their parent.
+When a new pod answers at a server's address (a DaemonSet's or a hostNetwork
+Deployment's replacement on the same node and port: its pod UID changed),
+the server is live again at once, and the envs it held fail as
+``SandboxDied`` (infrastructure): their sandboxes went with the old pod.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from .aio import AsyncClient, resolve_url_token
-from .errors import ShinkenError, TransportError
+from .aio import AsyncClient, Slot, resolve_url_token
+from .errors import SandboxDied, ShinkenError, TransportError
 from .multi import AsyncMultiClient
 
 __all__ = ["K8sTarget", "KubeAPI", "DiscoveryError", "K8sMultiClient", "parse_url", "is_k8s_url",
@@ -455,6 +459,7 @@ class K8sMultiClient(AsyncMultiClient):
         self.api = api or KubeAPI.auto()
         self.rediscover_s = rediscover_s
         self._kw = kw
+        self._found_uids: Dict[str, str] = {}
         urls = self._list()
         if not urls:
             raise DiscoveryError(f"{self.target}: no ready envserver (no pod Running and Ready with a "
@@ -465,10 +470,16 @@ class K8sMultiClient(AsyncMultiClient):
         self._listed = time.monotonic()
         self._stale = False
         self._lock: Optional[asyncio.Lock] = None
+        self._uids: Dict[int, str] = {i: self._found_uids.get(_norm(c.url), "") for i, c in enumerate(self.clients)}
+        self._lost: Dict[str, ShinkenError] = {}  # env id → why: its pod was replaced
 
     def _list(self) -> List[str]:
-        return [u for _, u in ready_servers(self.api.pods(self.target.namespace, self.target.selector),
-                                            self.target.port)]
+        pl = self.api.pods(self.target.namespace, self.target.selector)
+        uid = {(p.get("metadata") or {}).get("name", ""): (p.get("metadata") or {}).get("uid", "")
+               for p in pl.get("items") or []}
+        found = ready_servers(pl, self.target.port)
+        self._found_uids = {_norm(u): uid.get(name, "") for name, u in found}
+        return [u for _, u in found]
 
     def servers(self) -> List[str]:
         """The URLs of the servers now in placement."""
@@ -490,9 +501,40 @@ class K8sMultiClient(AsyncMultiClient):
                     known[_norm(u)] = len(self.clients) - 1
             now = {_norm(u) for u in found}
             self._gone = {i for u, i in known.items() if u not in now}
+            for u in now:
+                i, uid = known[u], self._found_uids.get(u, "")
+                old = self._uids.get(i, "")
+                if old and uid and old != uid:  # a new pod at this address
+                    self._dead.pop(i, None)
+                    for env, j in list(self.placement.items()):
+                        if j == i:
+                            del self.placement[env]
+                            self._lost[env] = SandboxDied(
+                                f"env server {self.clients[i].url} lost: its pod was replaced", env_id=env,
+                                detail={"server": self.clients[i].url})
+                if uid:
+                    self._uids[i] = uid
             self._listed = time.monotonic()
             self._stale = False
             return found
+
+    async def step(self, steps: Any, observe: Any = None, *, timeout: Optional[float] = None) -> List[Slot]:
+        """As AsyncMultiClient.step; an env whose pod was replaced fails as
+        SandboxDied."""
+        steps = list(steps)
+        lost = getattr(self, "_lost", {})
+        if not any(s["env_id"] in lost for s in steps):
+            return await super().step(steps, observe, timeout=timeout)
+        rest = [s for s in steps if s["env_id"] not in lost]
+        got = iter(await super().step(rest, observe, timeout=timeout) if rest else [])
+        return [Slot(env_id=s["env_id"], error=lost[s["env_id"]]) if s["env_id"] in lost else next(got)
+                for s in steps]
+
+    async def close_envs(self, env_ids: Any, *, timeout: Optional[float] = None) -> List[str]:
+        ids = list(env_ids)
+        for e in ids:
+            getattr(self, "_lost", {}).pop(e, None)
+        return await super().close_envs(ids, timeout=timeout)
 
     def _live(self) -> List[int]:
         gone = getattr(self, "_gone", ())
