@@ -137,5 +137,16 @@ test-k8s: build k8s-bin ## the manifests and client discovery against a real kub
 	cd deploy/kubernetes/test && SHINKEN_K8S_BIN=$(CURDIR)/$(K8S_BIN) SHINKEN_BIN=$(CURDIR)/$(BIN) \
 	  SHINKEN_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 10m -v ./...
 
+# The real single node (docs/kubernetes.md, "A real node"): root, Debian's
+# containerd, runc and containernetworking-plugins; the kubelet, controller
+# manager and scheduler join the cached binaries. Opt-in, outside test-k8s.
+.PHONY: k8s-node-bin test-k8s-node
+k8s-node-bin: ## build the cached Kubernetes binaries a real node adds (only when missing)
+	sh deploy/kubernetes/test/build-k8s.sh $(CURDIR)/$(K8S_BIN) kube-apiserver kubectl etcd kubelet kube-controller-manager kube-scheduler
+
+test-k8s-node: k8s-node-bin image-envserver ## two envserver pods on a real node: failover and a draining rolling update (opt-in, root)
+	cd deploy/kubernetes/test && SHINKEN_K8S_NODE=1 SHINKEN_K8S_BIN=$(CURDIR)/$(K8S_BIN) \
+	  SHINKEN_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 20m -v -run '^TestNode$$' ./...
+
 clean:
 	rm -rf $(BIN) bench-out
