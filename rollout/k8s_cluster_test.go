@@ -21,7 +21,9 @@ import (
 // TestK8sCluster runs K8sServers against a real kube-apiserver (make
 // test-k8s starts it and runs this through deploy/kubernetes/test): pod
 // objects whose status is set as a kubelet would, pointing at real
-// envservers on loopback. Skipped without $SHINKEN_K8S_KUBECONFIG.
+// envservers on loopback (pods go-*: the Python discovery test's a, b and c
+// may still be terminating in the same namespace). Skipped without
+// $SHINKEN_K8S_KUBECONFIG.
 func TestK8sCluster(t *testing.T) {
 	kc := os.Getenv("SHINKEN_K8S_KUBECONFIG")
 	if kc == "" {
@@ -69,9 +71,9 @@ func TestK8sCluster(t *testing.T) {
 	bu, _ := url.Parse(b.URL)
 	proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(bu)) // b's network path, cut below
 	defer proxy.Close()
-	makePod("a", a.URL, true)
-	makePod("b", proxy.URL, true)
-	makePod("c-unready", "http://127.0.0.1:1", false)
+	makePod("go-a", a.URL, true)
+	makePod("go-b", proxy.URL, true)
+	makePod("go-c-unready", "http://127.0.0.1:1", false)
 
 	// The trainer's service account token (components/client-rbac), the
 	// CA by path: what a trainer outside the cluster has.
@@ -87,7 +89,7 @@ func TestK8sCluster(t *testing.T) {
 	if got := k.InPlacement(); !slices.Equal(got, []string{a.URL, proxy.URL}) {
 		t.Fatalf("servers %v; want a's and b's", got)
 	}
-	if _, err := DiscoverK8s(ctx, "k8s://default/"+label, kapi); !IsDiscoveryError(err) || !strings.Contains(err.Error(), "403") {
+	if _, err := DiscoverK8s(ctx, "k8s://kube-system/"+label, kapi); !IsDiscoveryError(err) || !strings.Contains(err.Error(), "403") {
 		t.Errorf("another namespace with the trainer's token: %v; want 403", err)
 	}
 
@@ -142,8 +144,8 @@ func TestK8sCluster(t *testing.T) {
 	// b's pod goes (as at a scale-down), its server's path is cut; a new
 	// pod c comes. The failure lists the pods again: c takes new envs.
 	c := servertest.Start(t, servertest.Options{Pool: 1, Token: "tok"})
-	kubectl("", "delete", "pod", "b", "-n", ns, "--wait=false")
-	makePod("c", c.URL, true)
+	kubectl("", "delete", "pod", "go-b", "-n", ns, "--wait=false")
+	makePod("go-c", c.URL, true)
 	proxy.CloseClientConnections()
 	proxy.Close()
 	lostAt := time.Now()
