@@ -239,3 +239,36 @@ def test_no_ready_server_is_an_error(api):
     _API.pods = {"items": [pod("a", ready=False)]}
     with pytest.raises(k8s.DiscoveryError, match="no ready envserver"):
         k8s.K8sMultiClient("k8s://shinken/app=x", "t", api=kube)
+
+
+def test_a_new_pod_at_a_lost_address_is_used_at_once(api):
+    """A replacement pod at a lost server's address (a new pod UID: a
+    DaemonSet's or hostNetwork Deployment's new pod on the same node and
+    port) puts the server back in placement without waiting for revive_s,
+    and the envs the old pod held fail as SandboxDied (infrastructure), not
+    not_found from the new server."""
+    _, kube = api
+
+    def with_uid(p, uid):
+        p["metadata"]["uid"] = uid
+        return p
+    _API.pods = {"items": [with_uid(pod("a", ip="127.0.0.1", port=1), "ua"),
+                           with_uid(pod("b", ip="127.0.0.1", port=2), "ub")]}
+
+    async def go():
+        m = connect("k8s://shinken/app=envserver", "t", api=kube, rediscover_s=3600, revive_s=3600)
+        m.placement["env-on-a"], m.placement["env-on-b"] = 0, 1
+        m._mark_dead(0)
+        await m._revive()  # the same pod a, still listed: a stays dead until its probe
+        assert m.servers() == ["http://127.0.0.1:2"]
+        _API.pods["items"][0] = with_uid(pod("a2", ip="127.0.0.1", port=1), "ua2")
+        m._stale = True
+        await m._revive()
+        assert m.servers() == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+        assert m.server_of("env-on-a") is None and m.server_of("env-on-b") == 1
+        (s,) = await m.step([{"env_id": "env-on-a", "action": {"verb": "wait", "ms": 1}}])
+        assert s.error.code == "sandbox_died" and s.error.fault == "infrastructure", s.error
+        assert "replaced" in s.error.message
+        await m.aclose()
+
+    asyncio.run(go())
