@@ -139,6 +139,9 @@ type Pod struct {
 			Type   string `json:"type"`
 			Status string `json:"status"`
 		} `json:"conditions"`
+		ContainerStatuses []struct {
+			RestartCount int `json:"restartCount"`
+		} `json:"containerStatuses"`
 	} `json:"status"`
 }
 
@@ -189,9 +192,21 @@ func PodURL(p *Pod, port string) string {
 	return "http://" + net.JoinHostPort(ip, strconv.Itoa(num))
 }
 
-// ReadyServer is a ready pod's envserver.
+// ReadyServer is a ready pod's envserver. Restarts is the sum of its
+// containers' restart counts: with the UID, it tells a new server process
+// behind the same address (a new pod, or the same pod's container
+// restarted after a crash).
 type ReadyServer struct {
 	Pod, UID, URL string
+	Restarts      int
+}
+
+// incarnation names the server process a ReadyServer stands for.
+func (r ReadyServer) incarnation() string {
+	if r.UID == "" {
+		return ""
+	}
+	return r.UID + "/" + strconv.Itoa(r.Restarts)
 }
 
 // ReadyServers returns each ready pod of l that has a URL, by pod name; a
@@ -208,7 +223,11 @@ func ReadyServers(l *PodList, port string) []ReadyServer {
 		}
 		if u := PodURL(p, port); u != "" && !seen[u] {
 			seen[u] = true
-			out = append(out, ReadyServer{Pod: p.Metadata.Name, UID: p.Metadata.UID, URL: u})
+			rs := ReadyServer{Pod: p.Metadata.Name, UID: p.Metadata.UID, URL: u}
+			for _, c := range p.Status.ContainerStatuses {
+				rs.Restarts += c.RestartCount
+			}
+			out = append(out, rs)
 		}
 	}
 	return out

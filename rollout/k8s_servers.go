@@ -20,10 +20,11 @@ import (
 // server is in placement, and at most every RediscoverEvery before placing
 // new envs: new pods join placement; pods gone, unready or being deleted
 // leave it (even while they still answer). Envs stay on the server that
-// holds them and forks beside their parent (Servers). When the pod behind
-// an address changes (a DaemonSet's or a hostNetwork Deployment's
-// replacement on the same node and port), the envs placed on the old pod
-// fail as sandbox_died naming the server: their sandboxes went with it.
+// holds them and forks beside their parent (Servers). When the server
+// process behind an address changes (a new pod UID: a DaemonSet's or a
+// hostNetwork Deployment's replacement on the same node and port; or the
+// same pod's container restarted after a crash), the envs placed on the old
+// one fail as sandbox_died naming the server: their sandboxes went with it.
 type K8sServers struct {
 	*Servers
 	Target K8sTarget
@@ -35,7 +36,7 @@ type K8sServers struct {
 	listMu sync.Mutex // one listing at a time
 	stale  atomic.Bool
 	listed atomic.Int64   // unix nanoseconds of the last listing
-	uids   map[int]string // server → the UID of the pod last found behind it (under listMu)
+	uids   map[int]string // server → the incarnation (pod UID, restarts) last found behind it (under listMu)
 	byURL  map[string]int // URL → server (under listMu)
 	pods   map[int]string // server → pod name (under listMu)
 	lastOK []ReadyServer  // the last listing (under listMu)
@@ -86,15 +87,19 @@ func (k *K8sServers) Rediscover(ctx context.Context) ([]ReadyServer, error) {
 			i = k.Servers.add(f.URL)
 			k.byURL[f.URL] = i
 		}
-		if old := k.uids[i]; old != "" && f.UID != "" && old != f.UID {
+		if old, now := k.uids[i], f.incarnation(); old != "" && now != "" && old != now {
+			why := fmt.Sprintf("pod %s was replaced by pod %s", k.pods[i], f.Pod)
+			if k.pods[i] == f.Pod {
+				why = fmt.Sprintf("pod %s's server restarted", f.Pod)
+			}
 			k.Servers.dropEnvs(i, &aci.Error{Code: aci.CodeSandboxDied,
-				Message: fmt.Sprintf("env server %s lost: pod %s was replaced by pod %s", f.URL, k.pods[i], f.Pod),
+				Message: fmt.Sprintf("env server %s lost: %s", f.URL, why),
 				Detail:  map[string]any{"server": f.URL, "pod": k.pods[i]}})
 			k.Servers.mu.Lock()
 			delete(k.Servers.sizes, i) // the new pod's pool is asked again
 			k.Servers.mu.Unlock()
 		}
-		k.uids[i], k.pods[i] = f.UID, f.Pod
+		k.uids[i], k.pods[i] = f.incarnation(), f.Pod
 		now[i] = true
 	}
 	k.Servers.mu.Lock()

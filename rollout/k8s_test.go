@@ -77,7 +77,8 @@ func TestReadyServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := ReadyServers(&l, "http")
-	want := []ReadyServer{{"a", "u1", "http://10.0.0.1:8700"}, {"b", "u2", "http://10.0.0.2:8700"}, {"f-host", "u6", "http://10.9.9.9:18701"}}
+	want := []ReadyServer{{Pod: "a", UID: "u1", URL: "http://10.0.0.1:8700"}, {Pod: "b", UID: "u2", URL: "http://10.0.0.2:8700"},
+		{Pod: "f-host", UID: "u6", URL: "http://10.9.9.9:18701"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadyServers = %+v; want %+v", got, want)
 	}
@@ -282,6 +283,16 @@ func TestK8sServersMembership(t *testing.T) {
 	e := k.unplaced("e-a")
 	if e.Code != aci.CodeSandboxDied || !isLost(e) || !strings.Contains(e.Message, "replaced by pod a2") {
 		t.Errorf("the replaced pod's env: %+v", e)
+	}
+	// c's container restarts (a crash; same pod, same UID): its envs are
+	// lost too.
+	k.placement["e-c"] = 2
+	c2 := pod("c", "uc", "10.0.0.3", 8700, false, true, "Running", false)
+	c2["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{"restartCount": 1}}
+	f.set(pod("a2", "ua2", "10.0.0.1", 8700, false, true, "Running", false), c2)
+	k.Rediscover(ctx)
+	if e := k.unplaced("e-c"); e.Code != aci.CodeSandboxDied || !strings.Contains(e.Message, "server restarted") {
+		t.Errorf("the env of a restarted container: %+v", e)
 	}
 	// The API away: the last list stays.
 	f.mu.Lock()

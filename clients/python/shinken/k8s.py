@@ -29,8 +29,9 @@ again when a server fails, when no server is live, and at most every
 ``rediscover_s`` seconds before placing new envs: new pods join placement,
 pods gone, unready or being deleted leave it (even while they still answer).
 Envs stay on the server that holds them; forks stay beside their parent.
-When a new pod answers at a server's address (a DaemonSet's or a hostNetwork
-Deployment's replacement on the same node and port: its pod UID changed),
+When a new server process answers at a server's address (a DaemonSet's or a
+hostNetwork Deployment's replacement on the same node and port: a new pod
+UID; or the same pod's container restarted after a crash),
 the server is live again at once, and the envs it held fail as
 ``SandboxDied`` (infrastructure): their sandboxes went with the old pod.
 """
@@ -475,8 +476,7 @@ class K8sMultiClient(AsyncMultiClient):
 
     def _list(self) -> List[str]:
         pl = self.api.pods(self.target.namespace, self.target.selector)
-        uid = {(p.get("metadata") or {}).get("name", ""): (p.get("metadata") or {}).get("uid", "")
-               for p in pl.get("items") or []}
+        uid = {(p.get("metadata") or {}).get("name", ""): _incarnation(p) for p in pl.get("items") or []}
         found = ready_servers(pl, self.target.port)
         self._found_uids = {_norm(u): uid.get(name, "") for name, u in found}
         return [u for _, u in found]
@@ -504,13 +504,14 @@ class K8sMultiClient(AsyncMultiClient):
             for u in now:
                 i, uid = known[u], self._found_uids.get(u, "")
                 old = self._uids.get(i, "")
-                if old and uid and old != uid:  # a new pod at this address
+                if old and uid and old != uid:  # a new server process at this address: new pod or restart
                     self._dead.pop(i, None)
                     for env, j in list(self.placement.items()):
                         if j == i:
                             del self.placement[env]
                             self._lost[env] = SandboxDied(
-                                f"env server {self.clients[i].url} lost: its pod was replaced", env_id=env,
+                                f"env server {self.clients[i].url} lost: its pod was replaced or restarted",
+                                env_id=env,
                                 detail={"server": self.clients[i].url})
                 if uid:
                     self._uids[i] = uid
@@ -551,6 +552,16 @@ class K8sMultiClient(AsyncMultiClient):
             except DiscoveryError:
                 pass  # the API is away: place on what was found last
         await super()._revive()
+
+
+def _incarnation(pod: Dict[str, Any]) -> str:
+    """The server process a pod stands for: its UID and its containers'
+    restarts (a crash restarts the container in the same pod)."""
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    if not uid:
+        return ""
+    restarts = sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+    return f"{uid}/{restarts}"
 
 
 def _norm(url: str) -> str:

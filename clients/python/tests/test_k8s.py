@@ -269,6 +269,13 @@ def test_a_new_pod_at_a_lost_address_is_used_at_once(api):
         (s,) = await m.step([{"env_id": "env-on-a", "action": {"verb": "wait", "ms": 1}}])
         assert s.error.code == "sandbox_died" and s.error.fault == "infrastructure", s.error
         assert "replaced" in s.error.message
+        # b's container restarts after a crash (same pod, same UID): the same.
+        m.placement["env-on-b"] = 1
+        _API.pods["items"][1]["status"]["containerStatuses"] = [{"restartCount": 1}]
+        m._stale = True
+        await m._revive()
+        (s,) = await m.step([{"env_id": "env-on-b", "action": {"verb": "wait", "ms": 1}}])
+        assert s.error.code == "sandbox_died", s.error
         await m.aclose()
 
     asyncio.run(go())

@@ -157,6 +157,46 @@ def test_failover_and_rolling_update(monkeypatch):
                   reasons, flush=True)
             assert all(r[3] >= 2 for r in reasons), reasons  # the steps it replied before the delete
 
+            # a's server crashes (SIGKILL, no drain): the kubelet restarts its
+            # container in the same pod (same UID, restartCount 1), which
+            # recovers the open episodes from their journals.
+            eps2 = {s.env_id: s.episode_id for s in more}
+            on_a2 = [s.env_id for s in more if m.clients[m.server_of(s.env_id)].url == ua]
+            assert on_a2, "no env on a's replacement"
+            (live_a,) = [p for p in json.loads(kubectl("get", "pods", "-n", NS, "-l", "shinken-node-test=a", "-o",
+                                                       "json"))["items"] if not p["metadata"].get("deletionTimestamp")]
+            cid = live_a["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+            t2 = time.monotonic()
+            subprocess.run(["ctr", "-a", os.environ["SHINKEN_K8S_NODE_CTR_ADDRESS"], "-n", "k8s.io", "tasks", "kill",
+                            "-s", "SIGKILL", cid], check=True, capture_output=True, timeout=30)
+            live, lost2 = list(on_a2), {}
+            while live:
+                r = await step_or_fail(m, live)
+                lost2.update({e: s.error for e, s in r.items() if s.error is not None})
+                live = [e for e in live if e not in lost2]
+                assert time.monotonic() - t2 < 30, "a's envs still answer 30 s after its server was killed"
+                await asyncio.sleep(0.05)
+            assert all(err.fault == "infrastructure" for err in lost2.values()), lost2
+            measure("a's envs all failed after SIGKILL of its server", time.monotonic() - t2, "s")
+            while True:
+                p = json.loads(kubectl("get", "pod", live_a["metadata"]["name"], "-n", NS, "-o", "json"))
+                if k8s.pod_ready(p) and p["status"]["containerStatuses"][0].get("restartCount", 0) >= 1:
+                    break
+                assert time.monotonic() - t2 < 120, "a's container not restarted and Ready 120 s after the kill"
+                await asyncio.sleep(0.2)
+            measure("kill → a's container restarted and Ready (same pod)", time.monotonic() - t2, "s")
+            more2 = await m.reset([{"task": task}] * 2)
+            assert all(s.error is None for s in more2), [s.error for s in more2]
+            assert ua in [m.clients[m.server_of(s.env_id)].url for s in more2]
+            measure("kill → new envs placed on the restarted server (client)", time.monotonic() - t2, "s")
+            reasons2 = []
+            for e in lost2:
+                ep = await ca.episode(eps2[e])
+                reasons2.append((ep.get("exit_reason"), ep.get("exit_detail")))
+            print("MEASURE a's killed episodes as the restarted server reads them:", reasons2, flush=True)
+            assert all(r == ("sandbox_died", "server_restart") for r in reasons2), reasons2
+            more = [s for s in more if s.env_id not in lost2] + list(more2)
+
             # A rolling update of b drains: a step in flight completes.
             on_b = [e for e in ids if on[e] == ub]
             fresh = await m.reset([{"env_id": e, "task": task} for e in on_b])  # full step budgets

@@ -480,6 +480,7 @@ func (n *node) python(ns, token string) {
 		"SHINKEN_K8S_KUBECTL="+filepath.Join(n.c.bin, "kubectl"),
 		"SHINKEN_K8S_NODE_NS="+ns,
 		"SHINKEN_K8S_NODE_TOKEN="+token,
+		"SHINKEN_K8S_NODE_CTR_ADDRESS="+n.path("run/containerd/containerd.sock"),
 	)
 	out, err := cmd.CombinedOutput()
 	t.Logf("pytest tests/test_k8s_node.py:\n%s", out)
