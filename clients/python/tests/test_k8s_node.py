@@ -9,7 +9,10 @@ envs fail typed as infrastructure while b's go on; the Deployment brings a
 back (a new pod, same node and port), the client lists it again, sees the
 new pod UID at a's address and places new envs on it; a's lost episodes
 are read back from the new pod (the state is a hostPath), with the steps
-they had. Then a rolling update of b that drains: a step in flight when
+they had. Then a's server is killed outright (SIGKILL, no drain): its envs
+fail typed, the kubelet restarts the container in the same pod, the client
+places on it again, and the killed episodes read back as
+sandbox_died/server_restart. Then a rolling update of b that drains: a step in flight when
 b's pod gets SIGTERM completes, b's envs then fail typed, the new pod
 takes new envs. Prints MEASURE lines."""
 
