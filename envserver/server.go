@@ -277,6 +277,27 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.http.Serve(ln)
 }
 
+// shutdownEpisode ends env id's live episode as the server's stop cut it:
+// sandbox_died, detail server_shutdown (an infrastructure fault a trainer
+// drops), where a client's close would leave it unscored and untyped.
+func (s *Server) shutdownEpisode(id string) {
+	s.mu.Lock()
+	e := s.envs[id]
+	s.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ep == nil || e.ep.over {
+		return
+	}
+	e.ep.mu.Lock()
+	e.ep.traj.ExitDetail = trajectory.ExitDetailServerShutdown
+	e.ep.mu.Unlock()
+	s.finishEpisode(e, trajectory.SandboxDied)
+}
+
 // Handler is the request handler, for serving on a listener of one's own.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
@@ -293,6 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
+		s.shutdownEpisode(id)
 		s.closeEnv(ctx, id)
 	}
 	s.wg.Wait()

@@ -39,6 +39,11 @@ type Journal struct {
 // when its server stopped without closing it (a crash, a kill -9).
 const ExitDetailServerRestart = "server_restart"
 
+// ExitDetailServerShutdown is the ExitDetail of an episode that was live
+// when its server stopped gracefully (SIGTERM, a drain): the server saved
+// it whole and typed it sandbox_died, an infrastructure fault.
+const ExitDetailServerShutdown = "server_shutdown"
+
 func (s *Store) journalPath(id string) string {
 	return filepath.Join(s.episodeDir(), id+".journal")
 }

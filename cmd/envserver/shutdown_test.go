@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,6 +101,12 @@ func TestSIGTERMGraceful(t *testing.T) {
 		b, _ := os.ReadFile(e)
 		if !strings.Contains(string(b), `"steps":[{`) {
 			t.Errorf("episode %s saved without its steps", filepath.Base(e))
+		}
+		// Cut by the server's stop, not by the agent or the trainer: typed
+		// as infrastructure, so a trainer drops it.
+		var tr trajectory.Trajectory
+		if err := json.Unmarshal(b, &tr); err != nil || tr.ExitReason != trajectory.SandboxDied || tr.ExitDetail != trajectory.ExitDetailServerShutdown {
+			t.Errorf("episode %s: exit %q detail %q (%v); want sandbox_died, server_shutdown", filepath.Base(e), tr.ExitReason, tr.ExitDetail, err)
 		}
 	}
 	for pid, st := range procs {
