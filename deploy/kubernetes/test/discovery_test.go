@@ -24,29 +24,7 @@ func TestPythonDiscovery(t *testing.T) {
 	if py == "" {
 		py = "python3"
 	}
-	// The namespace, the account pods default to (the controller manager
-	// that would make it is not running), and the trainer's role.
-	if out, err := c.kubectl(nil, "get", "namespace", "shinken"); err != nil {
-		if _, err := c.kubectl(nil, "create", "namespace", "shinken"); err != nil {
-			t.Fatalf("%v %s", err, out)
-		}
-	}
-	if _, err := c.kubectl(nil, "-n", "shinken", "get", "serviceaccount", "default"); err != nil {
-		if _, err := c.kubectl(nil, "-n", "shinken", "create", "serviceaccount", "default"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rbac := t.TempDir()
-	os.WriteFile(filepath.Join(rbac, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: shinken\ncomponents:\n- "+
-		relTo(t, rbac)("components/client-rbac")+"\n"), 0o644)
-	if _, err := c.kubectl(nil, "apply", "--server-side", "--field-manager=shinken-test", "-k", rbac); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := c.kubectl(nil, "-n", "shinken", "create", "token", "shinken-trainer", "--duration=1h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok = strings.TrimSpace(tok)
+	tok := trainerToken(t, c)
 
 	// The trainer's kubeconfig (token, CA by path), written by kubectl;
 	// and a service account directory as a pod would have it.

@@ -39,11 +39,30 @@ func TestGoDiscovery(t *testing.T) {
 	}
 }
 
-// trainerKubeconfig makes the namespace shinken, its default service
-// account, the trainer's service
-// account and role (components/client-rbac) and returns a kubeconfig with
-// its token and the cluster's CA by path, written by kubectl.
+// trainerKubeconfig returns a kubeconfig with the trainer's token
+// (trainerToken) and the cluster's CA by path, written by kubectl.
 func trainerKubeconfig(t *testing.T, c *cluster) string {
+	t.Helper()
+	tok := trainerToken(t, c)
+	tkc := filepath.Join(t.TempDir(), "trainer.kubeconfig")
+	for _, args := range [][]string{
+		{"config", "set-cluster", "test", "--server=" + c.server, "--certificate-authority=" + filepath.Join(c.dir, "pki", "ca.crt")},
+		{"config", "set-credentials", "trainer", "--token=" + tok},
+		{"config", "set-context", "test", "--cluster=test", "--user=trainer", "--namespace=shinken"},
+		{"config", "use-context", "test"},
+	} {
+		if out, err := exec.Command(filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig=" + tkc}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+	}
+	return tkc
+}
+
+// trainerToken makes the namespace shinken, its default service account
+// (the controller manager that would make it is not running), the
+// trainer's service account and role (components/client-rbac), and returns
+// a token of the trainer's.
+func trainerToken(t *testing.T, c *cluster) string {
 	t.Helper()
 	if _, err := c.kubectl(nil, "get", "namespace", "shinken"); err != nil {
 		if out, err := c.kubectl(nil, "create", "namespace", "shinken"); err != nil {
@@ -67,16 +86,5 @@ func trainerKubeconfig(t *testing.T, c *cluster) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tkc := filepath.Join(t.TempDir(), "trainer.kubeconfig")
-	for _, args := range [][]string{
-		{"config", "set-cluster", "test", "--server=" + c.server, "--certificate-authority=" + filepath.Join(c.dir, "pki", "ca.crt")},
-		{"config", "set-credentials", "trainer", "--token=" + strings.TrimSpace(tok)},
-		{"config", "set-context", "test", "--cluster=test", "--user=trainer", "--namespace=shinken"},
-		{"config", "use-context", "test"},
-	} {
-		if out, err := exec.Command(filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig=" + tkc}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-		}
-	}
-	return tkc
+	return strings.TrimSpace(tok)
 }
