@@ -2,14 +2,14 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/shinken-rl/shinken/internal/procstat"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
@@ -24,32 +24,13 @@ type procStat struct {
 	comm      string // the command name (/proc/<pid>/comm)
 }
 
-// readProcStat parses /proc/<pid>/stat; the command name may hold spaces
-// and parentheses, so fields are counted from the last ')'.
+// readProcStat reads /proc/<pid>/stat (internal/procstat).
 func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return procStat{}, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("proc %d: malformed stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is state (field 3); ppid is field 4; utime and stime are 14
-	// and 15; starttime is 22.
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("proc %d: short stat", pid)
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	utime, _ := strconv.ParseUint(f[11], 10, 64)
-	stime, _ := strconv.ParseUint(f[12], 10, 64)
-	start, _ := strconv.ParseUint(f[19], 10, 64)
-	comm := ""
-	if j := bytes.IndexByte(b, '('); j >= 0 && j < i {
-		comm = string(b[j+1 : i])
-	}
-	return procStat{pid: pid, ppid: ppid, start: start, ownTicks: utime + stime, comm: comm}, nil
+	return procStat{pid: pid, ppid: st.PPID, start: st.Start, ownTicks: st.UTime + st.STime, comm: st.Comm}, nil
 }
 
 // allProcs reads the stat of every process visible in /proc.
