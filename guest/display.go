@@ -379,6 +379,10 @@ func (x *xconn) eventLoop() {
 			if token, ok := x.isPong(e); ok {
 				x.pings.onPong(token)
 			}
+		case xproto.UnmapNotifyEvent:
+			x.pings.onGone(e.Window)
+		case xproto.DestroyNotifyEvent:
+			x.pings.onGone(e.Window)
 		case xproto.PropertyNotifyEvent:
 			if x.isBarrier(e) {
 				x.dmg.bump(false)

@@ -25,37 +25,58 @@ import (
 // the settle pings the app with the keyboard focus (the active window) and,
 // for a pointer action, the app under the pointer, when they list
 // _NET_WM_PING in WM_PROTOCOLS, and its first window counts from the last
-// answer (info.settle.input_ms). An app that never answers holds the settle
-// to its ceiling, as one that draws forever does.
+// answer (info.settle.input_ms). A window unmapped or destroyed meanwhile
+// counts as an answer (the action closed it); an app that never answers
+// holds the settle to its ceiling, as one that draws forever does.
 
 // pings are a connection's pings in flight, by token (the echoed timestamp
 // field).
 type pings struct {
 	mu      sync.Mutex
 	next    uint32
-	waiting map[uint32]chan struct{}
+	waiting map[uint32]ping
+}
+
+// ping is one in flight: the window asked and the channel closed when it
+// answered, or when the window went away (an action that closes its
+// window: the app took the input, and nothing is left to answer).
+type ping struct {
+	win  xproto.Window
+	done chan struct{}
 }
 
 // onPong runs on the event loop for a _NET_WM_PING that came back.
 func (p *pings) onPong(token uint32) {
 	p.mu.Lock()
-	ch := p.waiting[token]
+	pg, ok := p.waiting[token]
 	delete(p.waiting, token)
 	p.mu.Unlock()
-	if ch != nil {
-		close(ch)
+	if ok {
+		close(pg.done)
 	}
 }
 
-func (p *pings) add() (uint32, chan struct{}) {
+// onGone runs on the event loop when window w is unmapped or destroyed.
+func (p *pings) onGone(w xproto.Window) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for token, pg := range p.waiting {
+		if pg.win == w {
+			delete(p.waiting, token)
+			close(pg.done)
+		}
+	}
+}
+
+func (p *pings) add(w xproto.Window) (uint32, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.waiting == nil {
-		p.waiting = map[uint32]chan struct{}{}
+		p.waiting = map[uint32]ping{}
 	}
 	p.next++
 	ch := make(chan struct{})
-	p.waiting[p.next] = ch
+	p.waiting[p.next] = ping{win: w, done: ch}
 	return p.next, ch
 }
 
@@ -132,7 +153,16 @@ func (d *display) inputTaken(ctx context.Context, pointer bool, deadline time.Ti
 			return nil
 		}
 		for _, w := range cx.pingTargets(pointer) {
-			token, ch := cx.pings.add()
+			// Its unmap or destruction comes to this connection too.
+			a, err := xproto.GetWindowAttributes(cx.c, w).Reply()
+			if err != nil || a.MapState != xproto.MapStateViewable {
+				continue // gone, or going
+			}
+			if xproto.ChangeWindowAttributesChecked(cx.c, w, xproto.CwEventMask,
+				[]uint32{a.YourEventMask | xproto.EventMaskStructureNotify}).Check() != nil {
+				continue
+			}
+			token, ch := cx.pings.add(w)
 			tokens, waits = append(tokens, token), append(waits, ch)
 			ev := xproto.ClientMessageEvent{Format: 32, Window: w, Type: xproto.Atom(cx.wmProtocols.Load()),
 				Data: xproto.ClientMessageDataUnionData32New([]uint32{cx.netWMPing.Load(), token, uint32(w), 0, 0})}

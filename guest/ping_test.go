@@ -12,8 +12,9 @@ import (
 
 // busyApp maps a window that answers _NET_WM_PING and, on a button press,
 // works for busy (an app on a loaded host) before it draws red; it reads
-// its next event, a ping among them, only after drawing.
-func busyApp(t *testing.T, display string, busy time.Duration) {
+// its next event, a ping among them, only after drawing. With closes, the
+// press destroys the window instead and the app reads nothing more.
+func busyApp(t *testing.T, display string, busy time.Duration, closes bool) {
 	t.Helper()
 	c, err := xgb.NewConnDisplay(display)
 	if err != nil {
@@ -49,6 +50,11 @@ func busyApp(t *testing.T, display string, busy time.Duration) {
 			switch e := ev.(type) {
 			case xproto.ButtonPressEvent:
 				time.Sleep(busy) // the app's own work, not the test waiting
+				if closes {
+					xproto.DestroyWindow(c, win)
+					xproto.GetInputFocus(c).Reply()
+					return
+				}
 				xproto.PolyFillRectangle(c, xproto.Drawable(win), gc, []xproto.Rectangle{{Width: 100, Height: 100}})
 				xproto.GetInputFocus(c).Reply()
 			case xproto.ClientMessageEvent:
@@ -70,7 +76,7 @@ func busyApp(t *testing.T, display string, busy time.Duration) {
 func TestSettleWaitsForTheAppToTakeTheInput(t *testing.T) {
 	d := startDesk(t, testW, testH, "")
 	const busy = 700 * time.Millisecond
-	busyApp(t, d.sess.Display(), busy)
+	busyApp(t, d.sess.Display(), busy, false)
 	pre := settled(t, d, &aci.Settle{QuietMS: 100, MaxMS: 3000})
 	s := &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 8000}
 	res, err := d.cl.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.Click, Target: aci.Px(20, 20)},
@@ -84,5 +90,23 @@ func TestSettleWaitsForTheAppToTakeTheInput(t *testing.T) {
 	}
 	if st := got.Settle; st == nil || st.TimedOut || st.InputMS < busy.Milliseconds()/2 {
 		t.Errorf("settle got %+v; want input_ms of at least half the app's %v of work (it counts from after the click), not timed out", st, busy)
+	}
+}
+
+// TestSettlePingOfAClosedWindow: a click that closes the app's window (the
+// app reads no ping after it) ends the wait for its answer when the window
+// goes, not at the ceiling.
+func TestSettlePingOfAClosedWindow(t *testing.T) {
+	d := startDesk(t, testW, testH, "")
+	busyApp(t, d.sess.Display(), 100*time.Millisecond, true)
+	pre := settled(t, d, &aci.Settle{QuietMS: 100, MaxMS: 3000})
+	s := &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 8000}
+	res, err := d.cl.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.Click, Target: aci.Px(20, 20)},
+		Observe: &wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatRaw, Settle: s}, IfNoneMatch: []string{pre.Hash}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Obs.Settle; st == nil || st.TimedOut || st.InputMS == 0 {
+		t.Errorf("settle got %+v; want the window's end taken as the answer (input_ms set), not the ceiling", st)
 	}
 }
