@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/aci/dialect"
 	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/pool"
@@ -61,6 +60,21 @@ type episode struct {
 	over     bool
 	journal  *trajectory.Journal // opened at the first step; nil without a store
 	saveErr  error               // the episode could not be made durable
+}
+
+// stepReplay is the last reply an env gave to a step that carried a
+// request_id: a step resent with that id (its client timed out and retried)
+// gets this reply again instead of running twice. One per env, so the memory
+// it holds is bounded by one result and one encoded frame per env
+// (docs/api.md, "Retrying a step").
+type stepReplay struct {
+	id    string
+	res   api.Result
+	key   frameKey // the encoding of res.Obs's frame
+	frame []byte   // its bytes, when the reply carried them
+	// stored is the frame as the cache held it (a raw frame S2-compressed)
+	// when the reply did not carry it; both nil when neither had it.
+	stored []byte
 }
 
 func newID(prefix string) string {
@@ -143,6 +157,15 @@ func (s *Server) screens() []api.Size {
 	return out
 }
 
+// pools lists the server's pools, the default first.
+func (s *Server) pools() poolSet {
+	ps := poolSet{s.pool}
+	for _, sz := range s.screens()[1:] {
+		ps = append(ps, s.cfg.Screens[sz])
+	}
+	return ps
+}
+
 // poolFor is the pool of the screen a reset asks for: the default pool
 // for none (or the default size), an extra size's own pool, else
 // bad_request naming the sizes served.
@@ -198,59 +221,21 @@ func (s *Server) finishEpisode(e *env, reason trajectory.ExitReason) {
 	}
 }
 
+// saveFailed records that ep could not be made durable (ep.mu held).
+func (s *Server) saveFailed(ep *episode, err error) {
+	if ep.saveErr == nil {
+		ep.saveErr = err
+		s.m.saveFailures.Inc()
+		s.cfg.Logf("envserver: episode %s is not being saved: %v", ep.traj.EpisodeID, err)
+	}
+}
+
 // endEpisode ends a still-running episode that the client abandoned (reset or
 // close before it ended): it carries no exit reason, since it was not scored.
 func (s *Server) endEpisode(e *env) {
 	if e.ep != nil && !e.ep.over {
 		s.finishEpisode(e, "")
 	}
-}
-
-func (s *Server) spec() *api.Spec {
-	caps := s.pool.Capabilities()
-	st := s.all.Stats()
-	sp := &api.Spec{
-		Protocol: api.Protocol,
-		Dialects: dialect.Names(),
-		Observation: api.ObservationSpec{
-			Formats: slices.Clone(aci.Formats),
-			Default: s.cfg.DefaultObserve,
-		},
-		Pool: api.PoolSpec{
-			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.all.MaxSandboxes(),
-			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
-		},
-		Limits:  s.lim,
-		Trainer: s.trainerSpec(),
-	}
-	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
-		sc := s.cfg.Screen
-		sp.Observation.Screen = &sc
-		if len(s.cfg.Screens) > 0 {
-			sp.Observation.Screens = s.screens()
-		}
-	}
-	for _, v := range aci.AgentVerbs {
-		if a11yVerb(v) && !caps.A11y {
-			continue // advertised only where sandboxes have the tree
-		}
-		sp.Verbs = append(sp.Verbs, string(v))
-	}
-	if caps.A11y {
-		sp.Observation.A11y = []string{aci.A11yNone, aci.A11yFull, aci.A11yDiff}
-		sp.Observation.SoM = true
-	}
-	for _, id := range s.cfg.Tasks.IDs() {
-		t := s.cfg.Tasks[id]
-		ti := api.TaskInfo{ID: t.ID, Instruction: t.Instruction, MaxSteps: t.MaxSteps, Version: t.FamilyVersion(), Apps: t.Apps,
-			Splits: map[string]int{configs.SplitTrain: 100 - t.TestShare(), configs.SplitTest: t.TestShare()}}
-		for _, p := range t.Params {
-			kind, spec := p.Schema()
-			ti.Params = append(ti.Params, api.ParamInfo{Name: p.Name, Kind: kind, Spec: spec})
-		}
-		sp.Tasks = append(sp.Tasks, ti)
-	}
-	return sp
 }
 
 // a11yVerb reports whether v needs the accessibility tree.

@@ -35,15 +35,6 @@ func (s *Server) journalStep(ep *episode, rec *trajectory.Step) {
 	}
 }
 
-// saveFailed records that ep could not be made durable (ep.mu held).
-func (s *Server) saveFailed(ep *episode, err error) {
-	if ep.saveErr == nil {
-		ep.saveErr = err
-		s.m.saveFailures.Inc()
-		s.cfg.Logf("envserver: episode %s is not being saved: %v", ep.traj.EpisodeID, err)
-	}
-}
-
 // syncEpisodes makes the steps of one reply durable: every journal the
 // reply advanced is synced once, concurrently. An env whose episode could
 // not be saved gets the error in its slot's info (save_error); the step

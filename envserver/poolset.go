@@ -7,15 +7,6 @@ import "github.com/shinken-rl/shinken/pool"
 // the spec: their sandboxes, queues and counters add up.
 type poolSet []*pool.Pool
 
-// pools lists the server's pools, the default first.
-func (s *Server) pools() poolSet {
-	ps := poolSet{s.pool}
-	for _, sz := range s.screens()[1:] {
-		ps = append(ps, s.cfg.Screens[sz])
-	}
-	return ps
-}
-
 // Stats sums the pools' stats.
 func (ps poolSet) Stats() pool.Stats {
 	var t pool.Stats

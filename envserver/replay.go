@@ -2,23 +2,7 @@ package envserver
 
 import (
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/envserver/api"
 )
-
-// stepReplay is the last reply an env gave to a step that carried a
-// request_id: a step resent with that id (its client timed out and retried)
-// gets this reply again instead of running twice. One per env, so the memory
-// it holds is bounded by one result and one encoded frame per env
-// (docs/api.md, "Retrying a step").
-type stepReplay struct {
-	id    string
-	res   api.Result
-	key   frameKey // the encoding of res.Obs's frame
-	frame []byte   // its bytes, when the reply carried them
-	// stored is the frame as the cache held it (a raw frame S2-compressed)
-	// when the reply did not carry it; both nil when neither had it.
-	stored []byte
-}
 
 // checkRequestID bounds a step's request_id by limits.max_request_id_bytes.
 func (s *Server) checkRequestID(id string) error {

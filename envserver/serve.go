@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/shinken-rl/shinken/aci"
+	"github.com/shinken-rl/shinken/aci/dialect"
+	"github.com/shinken-rl/shinken/configs"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/trajectory"
 	"github.com/valyala/fasthttp"
@@ -461,4 +464,51 @@ func (s *Server) EnvSandbox(envID string) (sandboxID string, ok bool) {
 		return "", false
 	}
 	return e.lease.ID(), true
+}
+
+func (s *Server) spec() *api.Spec {
+	caps := s.pool.Capabilities()
+	st := s.all.Stats()
+	sp := &api.Spec{
+		Protocol: api.Protocol,
+		Dialects: dialect.Names(),
+		Observation: api.ObservationSpec{
+			Formats: slices.Clone(aci.Formats),
+			Default: s.cfg.DefaultObserve,
+		},
+		Pool: api.PoolSpec{
+			Provider: caps.Provider, Size: s.cfg.PoolSize, Warm: st.Warm, MaxSandboxes: s.all.MaxSandboxes(),
+			SnapshotKind: caps.SnapshotKind, Fork: caps.Fork, ResetMode: s.pool.ResetMode(), Checkpoint: s.checkpointsServed(), Confined: caps.Confined, Isolation: caps.Isolation, Confinement: caps.Confinement, Notes: caps.Notes,
+		},
+		Limits:  s.lim,
+		Trainer: s.trainerSpec(),
+	}
+	if s.cfg.Screen.W > 0 && s.cfg.Screen.H > 0 {
+		sc := s.cfg.Screen
+		sp.Observation.Screen = &sc
+		if len(s.cfg.Screens) > 0 {
+			sp.Observation.Screens = s.screens()
+		}
+	}
+	for _, v := range aci.AgentVerbs {
+		if a11yVerb(v) && !caps.A11y {
+			continue // advertised only where sandboxes have the tree
+		}
+		sp.Verbs = append(sp.Verbs, string(v))
+	}
+	if caps.A11y {
+		sp.Observation.A11y = []string{aci.A11yNone, aci.A11yFull, aci.A11yDiff}
+		sp.Observation.SoM = true
+	}
+	for _, id := range s.cfg.Tasks.IDs() {
+		t := s.cfg.Tasks[id]
+		ti := api.TaskInfo{ID: t.ID, Instruction: t.Instruction, MaxSteps: t.MaxSteps, Version: t.FamilyVersion(), Apps: t.Apps,
+			Splits: map[string]int{configs.SplitTrain: 100 - t.TestShare(), configs.SplitTest: t.TestShare()}}
+		for _, p := range t.Params {
+			kind, spec := p.Schema()
+			ti.Params = append(ti.Params, api.ParamInfo{Name: p.Name, Kind: kind, Spec: spec})
+		}
+		sp.Tasks = append(sp.Tasks, ti)
+	}
+	return sp
 }
