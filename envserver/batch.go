@@ -139,6 +139,12 @@ func (s *Server) reply(b *batch, slots []slot) *batchReply {
 	return &batchReply{r, b}
 }
 
+// failSlot is a step that failed as a whole, for the request or the
+// infrastructure: an error and nothing else.
+func failSlot(envID string, err error) slot {
+	return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
+}
+
 // batchReply is a batch's reply as written, with the buffers its raw
 // frames lend (encoded as the api.BatchReply it embeds).
 type batchReply struct {

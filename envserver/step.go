@@ -102,12 +102,6 @@ func (s *Server) stepOne(ctx context.Context, b *batch, st *api.StepEnv) slot {
 	return sl
 }
 
-// failSlot is a step that failed as a whole, for the request or the
-// infrastructure: an error and nothing else.
-func failSlot(envID string, err error) slot {
-	return slot{res: api.Result{EnvID: envID, Error: wireError(err)}}
-}
-
 // stepRun is one step as it passes through the stages.
 type stepRun struct {
 	st      *api.StepEnv
