@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -236,6 +237,35 @@ func (s *Server) endEpisode(e *env) {
 	if e.ep != nil && !e.ep.over {
 		s.finishEpisode(e, "")
 	}
+}
+
+// episode is episode id's trajectory: a copy of a live or recently finished
+// one's, else the store's.
+func (s *Server) episode(id string) (*trajectory.Trajectory, error) {
+	s.mu.Lock()
+	ep := s.episodes[id]
+	s.mu.Unlock()
+	if ep != nil {
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		t := ep.traj
+		t.Steps = append([]trajectory.Step(nil), ep.traj.Steps...)
+		t.Events = append([]trajectory.Event(nil), ep.traj.Events...)
+		t.NumTurns = len(t.Steps)
+		t.Audit = trajectory.Audit(&t)
+		return &t, nil
+	}
+	if s.cfg.Store != nil {
+		t, err := s.cfg.Store.Load(id)
+		if err == nil {
+			t.Audit = trajectory.Audit(t)
+			return t, nil
+		}
+		if !errors.Is(err, trajectory.ErrNotFound) {
+			return nil, aci.Errorf(aci.CodeNotFound, "episode %q: %v", id, err)
+		}
+	}
+	return nil, aci.Errorf(aci.CodeNotFound, "unknown episode %q", id)
 }
 
 // a11yVerb reports whether v needs the accessibility tree.

@@ -2,7 +2,6 @@ package envserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -164,33 +163,4 @@ func (s *Server) closeEnv(ctx context.Context, id string) bool {
 		e.lease = nil
 	}
 	return true
-}
-
-// ---- episodes and spec ----
-
-func (s *Server) episode(id string) (*trajectory.Trajectory, error) {
-	s.mu.Lock()
-	ep := s.episodes[id]
-	s.mu.Unlock()
-	if ep != nil {
-		ep.mu.Lock()
-		defer ep.mu.Unlock()
-		t := ep.traj
-		t.Steps = append([]trajectory.Step(nil), ep.traj.Steps...)
-		t.Events = append([]trajectory.Event(nil), ep.traj.Events...)
-		t.NumTurns = len(t.Steps)
-		t.Audit = trajectory.Audit(&t)
-		return &t, nil
-	}
-	if s.cfg.Store != nil {
-		t, err := s.cfg.Store.Load(id)
-		if err == nil {
-			t.Audit = trajectory.Audit(t)
-			return t, nil
-		}
-		if !errors.Is(err, trajectory.ErrNotFound) {
-			return nil, aci.Errorf(aci.CodeNotFound, "episode %q: %v", id, err)
-		}
-	}
-	return nil, aci.Errorf(aci.CodeNotFound, "unknown episode %q", id)
 }
