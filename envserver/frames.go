@@ -2,20 +2,19 @@ package envserver
 
 import (
 	"bytes"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
-	"github.com/shinken-rl/shinken/guest/wire"
 	"github.com/shinken-rl/shinken/internal/lru"
 )
 
 // frames.go holds frames as the server keeps them: the frame cache every env
-// shares, the S2 form raw frames are stored in, and the raw frame an env
-// keeps decoded for its next step's bands.
+// shares, where raw frames are kept S2-compressed, and the raw frame an env
+// keeps decoded for its next step's bands. Reading a stored frame back
+// (decodeStored) is the observation's, in observation.go.
 
 // frameKey names one encoding of one frame: the pixel hash plus how it was
 // encoded. The hash alone already fixes the pixels and dimensions.
@@ -94,50 +93,6 @@ func compressRaw(data []byte) []byte {
 	out := bytes.Clone(s2.Encode((*p)[:n], data))
 	s2Scratch.Put(p)
 	return out
-}
-
-// storedFormat is the format under which the cache's form of a format's
-// frames is recorded: raw frames as wire.FormatRawS2, the rest as delivered.
-func storedFormat(format string) string {
-	if format == aci.FormatRaw {
-		return wire.FormatRawS2
-	}
-	return format
-}
-
-// decodeStored turns what the cache holds back into the frame's encoding.
-func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
-	if !ok || format != aci.FormatRaw {
-		return b, ok
-	}
-	raw, err := decodeRawS2(nil, b)
-	if err != nil {
-		return nil, false // only the cache wrote it; unreadable is a miss
-	}
-	return raw, true
-}
-
-// rawBufs holds the buffers raw frames are decoded into for delivery
-// (batch.decodeStored), handed back once the reply is written: a fresh
-// 3 MB buffer per raw step costs a page fault per 4 KiB page on first
-// touch (docs/architecture.md, "Cost of a step").
-var rawBufs sync.Pool // *[]byte
-
-// maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
-// would be far beyond any screen X serves here).
-const maxRawFrame = 64 << 20
-
-// decodeRawS2 decodes a stored raw frame into dst when it is large enough,
-// refusing one whose declared size is beyond maxRawFrame before allocating.
-func decodeRawS2(dst, b []byte) ([]byte, error) {
-	n, err := s2.DecodedLen(b)
-	if err != nil {
-		return nil, err
-	}
-	if n > maxRawFrame {
-		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
-	}
-	return s2.Decode(dst[:cap(dst)], b)
 }
 
 // keptRaw is the last raw frame an env delivered, decoded, beside the raws2

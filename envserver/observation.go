@@ -12,7 +12,9 @@ import (
 	"image/png"
 	"slices"
 	"strconv"
+	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/shinken-rl/shinken/aci"
 	"github.com/shinken-rl/shinken/envserver/api"
 	"github.com/shinken-rl/shinken/envserver/render"
@@ -296,6 +298,50 @@ func (s *Server) a11yInto(ctx context.Context, obs *aci.Observation, t *aci.A11y
 	if s.rec != nil && full != "" {
 		s.rec.put(ctx, recordJob{hash: t.Hash, format: treeFormat, data: []byte(full)})
 	}
+}
+
+// storedFormat is the format under which the cache's form of a format's
+// frames is recorded: raw frames as wire.FormatRawS2, the rest as delivered.
+func storedFormat(format string) string {
+	if format == aci.FormatRaw {
+		return wire.FormatRawS2
+	}
+	return format
+}
+
+// decodeStored turns what the cache holds back into the frame's encoding.
+func decodeStored(format string, b []byte, ok bool) ([]byte, bool) {
+	if !ok || format != aci.FormatRaw {
+		return b, ok
+	}
+	raw, err := decodeRawS2(nil, b)
+	if err != nil {
+		return nil, false // only the cache wrote it; unreadable is a miss
+	}
+	return raw, true
+}
+
+// rawBufs holds the buffers raw frames are decoded into for delivery
+// (batch.decodeStored), handed back once the reply is written: a fresh
+// 3 MB buffer per raw step costs a page fault per 4 KiB page on first
+// touch (docs/architecture.md, "Cost of a step").
+var rawBufs sync.Pool // *[]byte
+
+// maxRawFrame bounds the decoded size of a stored raw frame (16384² RGB24
+// would be far beyond any screen X serves here).
+const maxRawFrame = 64 << 20
+
+// decodeRawS2 decodes a stored raw frame into dst when it is large enough,
+// refusing one whose declared size is beyond maxRawFrame before allocating.
+func decodeRawS2(dst, b []byte) ([]byte, error) {
+	n, err := s2.DecodedLen(b)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxRawFrame {
+		return nil, fmt.Errorf("stored raw frame of %d bytes exceeds %d", n, maxRawFrame)
+	}
+	return s2.Decode(dst[:cap(dst)], b)
 }
 
 // dropRaw forgets e's kept frame (e.mu held). A reply still delivering it
