@@ -74,17 +74,8 @@ func busyApp(t *testing.T, display string, busy time.Duration, closes bool) {
 // drew; the first window alone (200 ms from the input) would have closed on
 // the frame before it.
 func TestSettleWaitsForTheAppToTakeTheInput(t *testing.T) {
-	d := startDesk(t, testW, testH, "")
 	const busy = 700 * time.Millisecond
-	busyApp(t, d.sess.Display(), busy, false)
-	pre := settled(t, d, &aci.Settle{QuietMS: 100, MaxMS: 3000})
-	s := &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 8000}
-	res, err := d.cl.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.Click, Target: aci.Px(20, 20)},
-		Observe: &wire.ObserveArgs{Observe: aci.Observe{Format: aci.FormatRaw, Settle: s}, IfNoneMatch: []string{pre.Hash}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := res.Obs
+	got := clickBusyApp(t, busy, false)
 	if got.NotModified || pixel(got, 15, 15) != [3]byte{255, 0, 0} {
 		t.Errorf("got not_modified=%v, pixel %v (settle %+v); want the red square the click drew", got.NotModified, pixel(got, 15, 15), got.Settle)
 	}
@@ -97,8 +88,17 @@ func TestSettleWaitsForTheAppToTakeTheInput(t *testing.T) {
 // app reads no ping after it) ends the wait for its answer when the window
 // goes, not at the ceiling.
 func TestSettlePingOfAClosedWindow(t *testing.T) {
+	if st := clickBusyApp(t, 100*time.Millisecond, true).Settle; st == nil || st.TimedOut || st.InputMS == 0 {
+		t.Errorf("settle got %+v; want the window's end taken as the answer (input_ms set), not the ceiling", st)
+	}
+}
+
+// clickBusyApp clicks a busyApp on a desktop of its own and returns the
+// step's observation, settled as a script's step is (an 8 s ceiling).
+func clickBusyApp(t *testing.T, busy time.Duration, closes bool) *wire.Shot {
+	t.Helper()
 	d := startDesk(t, testW, testH, "")
-	busyApp(t, d.sess.Display(), 100*time.Millisecond, true)
+	busyApp(t, d.sess.Display(), busy, closes)
 	pre := settled(t, d, &aci.Settle{QuietMS: 100, MaxMS: 3000})
 	s := &aci.Settle{FirstMS: 200, QuietMS: 300, MaxMS: 8000}
 	res, err := d.cl.Act(ctxT(t), wire.ActArgs{Action: aci.Action{Verb: aci.Click, Target: aci.Px(20, 20)},
@@ -106,7 +106,5 @@ func TestSettlePingOfAClosedWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := res.Obs.Settle; st == nil || st.TimedOut || st.InputMS == 0 {
-		t.Errorf("settle got %+v; want the window's end taken as the answer (input_ms set), not the ceiling", st)
-	}
+	return res.Obs
 }
