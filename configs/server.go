@@ -22,6 +22,7 @@ type Server struct {
 	Provider           string      `json:"provider"`             // process | docker
 	Pool               int         `json:"pool"`                 // warm sandboxes kept ahead
 	ReplicasPerGolden  int         `json:"replicas_per_golden"`  // warm pre-forked replicas per task checkpoint
+	ReplicaIdleTTL     Duration    `json:"replica_idle_ttl"`     // a replica beyond replicas_per_golden (a burst's) unused this long is retired; 0 = 5m, negative = never
 	ResetMode          string      `json:"reset_mode,omitempty"` // inplace (default) | reboot: how a finished episode's sandbox is reused (docs/architecture.md, "Reset in place")
 	MaxSandboxes       int         `json:"max_sandboxes"`        // cap on all live sandboxes (warm, leased, replicas); 0 = what the host's memory holds (pool.DesktopBytes each), at least 2*pool+8
 	MaxConcurrentBoots int         `json:"max_concurrent_boots"` // sandboxes booting at once

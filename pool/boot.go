@@ -214,6 +214,7 @@ func (p *Pool) bootReplica(g *golden) {
 		return
 	}
 	m.golden = g
+	m.idleSince = time.Now()
 	g.idle = append(g.idle, m)
 	p.watch(m)
 	p.signalLocked()

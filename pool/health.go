@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/shinken-rl/shinken/aci"
@@ -65,8 +66,38 @@ func (p *Pool) monitor(m *member) {
 				return
 			}
 			slow = 0
+			if p.trimIdle(m) {
+				return
+			}
 		}
 	}
+}
+
+// trimIdle retires m when it is an idle replica its golden no longer
+// needs: one beyond ReplicasPerGolden, unused for ReplicaIdleTTL. A golden
+// keeps about as many sandboxes as it recently had in use
+// (docs/architecture.md, "Sandbox lifecycle and reset in place"); this is
+// the "recently".
+func (p *Pool) trimIdle(m *member) bool {
+	if p.cfg.ReplicaIdleTTL <= 0 {
+		return false
+	}
+	p.mu.Lock()
+	g := m.golden
+	if g == nil || m.lease != nil || len(g.idle) <= p.cfg.ReplicasPerGolden || time.Since(m.idleSince) < p.cfg.ReplicaIdleTTL {
+		p.mu.Unlock()
+		return false
+	}
+	i := slices.Index(g.idle, m)
+	if i < 0 {
+		p.mu.Unlock()
+		return false
+	}
+	g.idle = slices.Delete(g.idle, i, i+1)
+	m.golden = nil
+	p.mu.Unlock()
+	p.retire(m)
+	return true
 }
 
 // isLeased reports whether m is leased now.

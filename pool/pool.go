@@ -44,6 +44,12 @@ type Config struct {
 	// ReplicasPerGolden is how many warm replicas each golden keeps
 	// (default 2; negative: none, every golden lease restores on demand).
 	ReplicasPerGolden int
+	// ReplicaIdleTTL: an idle replica beyond the golden's ReplicasPerGolden
+	// (one a burst left, kept while it was in use) is retired once unused
+	// this long, so a burst's desktops do not stay for good (default 5
+	// min; negative: kept until memory pressure retires them). Checked at
+	// each health probe.
+	ReplicaIdleTTL time.Duration
 	// HealthInterval is the period of health probes (default 2 s; negative
 	// disables probing, deaths are still seen through the provider and the
 	// guest connection).
@@ -140,8 +146,10 @@ type member struct {
 	// settled: reset in place and its screen settled since; the next
 	// lease reports it (Lease.Settled) and clears it.
 	settled bool
-	gone    chan struct{}
-	once    sync.Once
+	// idleSince: when it last became an idle replica (ReplicaIdleTTL).
+	idleSince time.Time
+	gone      chan struct{}
+	once      sync.Once
 }
 
 // golden is a task's checkpoint after setup and its warm replicas.
@@ -200,6 +208,9 @@ func New(ctx context.Context, prov Provider, cfg Config) (*Pool, error) {
 	}
 	if cfg.HealthInterval == 0 {
 		cfg.HealthInterval = 2 * time.Second
+	}
+	if cfg.ReplicaIdleTTL == 0 {
+		cfg.ReplicaIdleTTL = 5 * time.Minute
 	}
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 10 * time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shinken-rl/shinken/guest/wire"
 )
@@ -87,6 +88,7 @@ func (p *Pool) recycle(m *member, g *golden) {
 		default:
 			m.golden = g
 			m.settled = p.cfg.ResetSettle != nil
+			m.idleSince = time.Now()
 			g.idle = append(g.idle, m)
 			p.signalLocked()
 			p.mu.Unlock()

@@ -147,3 +147,40 @@ func TestGoldenLeaseResetsWarm(t *testing.T) {
 		t.Errorf("two golden leases with 3 warm sandboxes restored %d on demand; want 0", n)
 	}
 }
+
+// TestBurstReplicasDecay: a burst of three leases of one golden leaves
+// more idle replicas than ReplicasPerGolden (a golden keeps about as many
+// as it recently had in use); once unused for ReplicaIdleTTL, the extra
+// ones are retired and ReplicasPerGolden stay.
+func TestBurstReplicasDecay(t *testing.T) {
+	prov := newProvider(t)
+	p := newPool(t, prov, pool.Config{Size: 1, ReplicasPerGolden: 1, ReplicaIdleTTL: time.Second, HealthInterval: 200 * time.Millisecond})
+	var burst []*pool.Lease
+	for range 3 {
+		l, err := p.LeaseGolden(ctxT(t), "a", goldenSetup)
+		if err != nil {
+			t.Fatalf("LeaseGolden: %v", err)
+		}
+		burst = append(burst, l)
+	}
+	for _, l := range burst {
+		l.Release(context.Background())
+	}
+	replicas := func() int {
+		n := 0
+		for _, v := range p.Sandboxes() {
+			if v.State == "replica" && v.Golden == "a" {
+				n++
+			}
+		}
+		return n
+	}
+	pooltest.Eventually(t, time.Minute, "the burst's sandboxes kept as replicas", func() bool { return replicas() >= 2 })
+	pooltest.Eventually(t, time.Minute, "the extra replicas retired after ReplicaIdleTTL", func() bool { return replicas() == 1 })
+	l, err := p.LeaseGolden(ctxT(t), "a", goldenSetup)
+	if err != nil {
+		t.Fatalf("LeaseGolden after the decay: %v", err)
+	}
+	checkClean(t, l)
+	l.Release(context.Background())
+}

@@ -115,7 +115,7 @@ func Open(ctx context.Context, cfg *configs.Server, opts Options) (_ *Stack, err
 	newPool := func(size, w, h int) (*pool.Pool, error) {
 		return pool.New(ctx, st.Provider, pool.Config{
 			Size: size, MaxSandboxes: cfg.MaxSandboxes, MaxConcurrentBoots: cfg.MaxConcurrentBoots,
-			LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden,
+			LeaseTimeout: leaseTimeout, ReplicasPerGolden: cfg.ReplicasPerGolden, ReplicaIdleTTL: time.Duration(cfg.ReplicaIdleTTL),
 			ResetMode: cfg.ResetMode, ResetSettle: cfg.Observe.Settle,
 			Spec: pool.Spec{Width: w, Height: h, Depth: d, GLX: cfg.GLX}, Logf: logf,
 		})
