@@ -101,21 +101,21 @@ func (x *xconn) isPong(e xproto.ClientMessageEvent) (uint32, bool) {
 // window under the pointer.
 func (x *xconn) pingTargets(pointer bool) []xproto.Window {
 	var out []xproto.Window
-	if w, ok := x.activeWindow(); ok {
+	if w, ok := x.activeWindow(); ok && x.answersPing(w) {
 		out = append(out, w)
 	}
 	if pointer {
-		if w := x.clientUnderPointer(); w != 0 && !slices.Contains(out, w) {
+		if w := x.pingerUnderPointer(); w != 0 && !slices.Contains(out, w) {
 			out = append(out, w)
 		}
 	}
-	return slices.DeleteFunc(out, func(w xproto.Window) bool { return !x.answersPing(w) })
+	return out
 }
 
-// clientUnderPointer descends from the root to the deepest window under the
-// pointer and climbs back to the first one that speaks WM_PROTOCOLS (the
+// pingerUnderPointer descends from the root to the deepest window under
+// the pointer and climbs back to the first one that answers pings (the
 // client window inside its frame); 0 when there is none.
-func (x *xconn) clientUnderPointer() xproto.Window {
+func (x *xconn) pingerUnderPointer() xproto.Window {
 	var path []xproto.Window
 	w := x.root
 	for range 16 {
@@ -127,7 +127,7 @@ func (x *xconn) clientUnderPointer() xproto.Window {
 		path = append(path, w)
 	}
 	for i := len(path) - 1; i >= 0; i-- {
-		if v, _ := x.prop32(path[i], "WM_PROTOCOLS", xproto.AtomAtom, 32); len(v) > 0 {
+		if x.answersPing(path[i]) {
 			return path[i]
 		}
 	}
